@@ -1,0 +1,55 @@
+"""Resource-server side: turn a bearer token into a Principal, or say precisely why not."""
+
+from __future__ import annotations
+
+import re
+
+from auth.principal import Principal
+from auth.tokens import ACCESS_PREFIX, find_by_secret
+from server.kit.clock import Clock
+from server.kit.db import Database
+from server.models import Agent
+
+_TOKEN_SHAPE = re.compile(r"^pw_at_[A-Za-z0-9_-]{40,60}$")
+
+
+class InvalidToken(Exception):
+    """The token cannot be used; `description` is safe to show the client."""
+
+    def __init__(self, description: str) -> None:
+        super().__init__(description)
+        self.description = description
+
+
+class TokenVerifier:
+    def __init__(self, db: Database, clock: Clock) -> None:
+        self._db = db
+        self._clock = clock
+
+    def verify(self, secret: str, *, audience: str) -> Principal:
+        if not secret.startswith(ACCESS_PREFIX) or not _TOKEN_SHAPE.match(secret):
+            raise InvalidToken("The access token is malformed.")
+        with self._db.read() as session:
+            row = find_by_secret(session, secret)
+            if row is None or row.kind != "access":
+                raise InvalidToken("The access token is not known.")
+            if row.revoked_at is not None:
+                raise InvalidToken("The access token was revoked.")
+            if row.expires_at <= self._clock.now():
+                raise InvalidToken("The access token expired.")
+            if row.audience != audience:
+                raise InvalidToken("The access token was issued for another resource.")
+            if row.agent_id is not None:
+                agent = session.get(Agent, row.agent_id)
+                if agent is None or agent.disabled_at is not None:
+                    raise InvalidToken("The agent of this token is disabled.")
+            return Principal(
+                token_id=row.id,
+                org_id=row.org_id,
+                agent_id=row.agent_id,
+                scopes=frozenset(row.scopes.split()),
+                client_id=row.client_id,
+            )
+
+    async def verify_async(self, secret: str, *, audience: str) -> Principal:
+        return await self._db.run(self.verify, secret, audience=audience)

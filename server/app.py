@@ -1,0 +1,79 @@
+"""The Starlette application: /mcp behind bearer authentication, discovery and health endpoints.
+
+The MCP endpoint runs in stateless streamable-HTTP mode: every request carries everything it
+needs, so any process behind a load balancer can answer any request.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+from urllib.parse import urlsplit
+
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.routing import Route
+
+from server.kit.clock import Clock
+from server.kit.migrations import current_revision, head_revision
+from server.mcp.auth import BearerAuthMiddleware
+from server.mcp.server import build_mcp_server
+from server.services import Services, build_services
+from server.settings import Settings, load_settings
+from server.web import health, wellknown
+
+
+class SchemaBehind(RuntimeError):
+    pass
+
+
+def transport_security(settings: Settings) -> TransportSecuritySettings:
+    public = urlsplit(settings.public_url)
+    origin = f"{public.scheme}://{public.netloc}"
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[public.netloc, "127.0.0.1:*", "localhost:*", "[::1]:*"],
+        allowed_origins=[origin, "http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+    )
+
+
+def create_app(
+    settings: Settings, *, clock: Clock | None = None, services: Services | None = None
+) -> Starlette:
+    services = services or build_services(settings, clock=clock)
+    mcp = build_mcp_server(services)
+    mcp.streamable_http_app(stateless_http=True, transport_security=transport_security(settings))
+    mcp_endpoint = BearerAuthMiddleware(
+        StreamableHTTPASGIApp(mcp.session_manager),
+        verifier=services.verifier,
+        audience=settings.mcp_url,
+        resource_metadata_url=settings.resource_metadata_url,
+    )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[dict[str, Any]]:
+        current = await services.db.run(current_revision, services.db)
+        if current != head_revision():
+            raise SchemaBehind("the database schema is behind: run `paywarden migrate`")
+        async with mcp.session_manager.run():
+            try:
+                yield {"services": services}
+            finally:
+                await services.aclose()
+
+    metadata = wellknown.endpoint(settings)
+    routes = [
+        Route("/mcp", endpoint=mcp_endpoint, methods=["GET", "POST", "DELETE"]),
+        Route("/.well-known/oauth-protected-resource", endpoint=metadata, methods=["GET"]),  # type: ignore[arg-type]
+        Route("/.well-known/oauth-protected-resource/mcp", endpoint=metadata, methods=["GET"]),  # type: ignore[arg-type]
+        Route("/healthz", endpoint=health.healthz, methods=["GET"]),
+        Route("/readyz", endpoint=health.readyz(services.db), methods=["GET"]),  # type: ignore[arg-type]
+    ]
+    return Starlette(routes=routes, lifespan=lifespan)
+
+
+def create_app_from_env() -> Starlette:
+    """Factory for `uvicorn --factory` and multi-worker serving."""
+    return create_app(load_settings())

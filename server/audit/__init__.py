@@ -1,0 +1,1 @@
+"""The audit log: append-only events, hash-chained per organisation."""

@@ -1,0 +1,34 @@
+"""A small JSON-RPC client for the few read calls Paywarden makes. It never sends a transaction."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import httpx
+
+
+class RpcError(Exception):
+    pass
+
+
+class JsonRpc:
+    def __init__(self, url: str, *, timeout_s: float = 10.0) -> None:
+        self.url = url
+        self._http = httpx.AsyncClient(timeout=timeout_s, trust_env=False, follow_redirects=False)
+        self._ids = itertools.count(1)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def call(self, method: str, params: list[Any]) -> Any:
+        try:
+            response = await self._http.post(
+                self.url, json={"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params}
+            )
+            document = response.json()
+        except (httpx.HTTPError, ValueError) as exc:
+            raise RpcError(f"{method} failed: {type(exc).__name__}") from exc
+        if not isinstance(document, dict) or "error" in document:
+            raise RpcError(f"{method} returned an error")
+        return document.get("result")

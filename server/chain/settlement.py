@@ -1,0 +1,124 @@
+"""Settlement truth: a payment is `settled` only when its transfer is found in chain logs.
+
+For an EIP-3009 payment the USDC contract emits, in one transaction, `AuthorizationUsed(payer,
+nonce)` and `Transfer(payer, payTo, value)`. Finding the first by payer and nonce ties the chain
+to our intent (the nonce is derived from it); the second must then match payee and amount, or the
+movement is flagged instead of settled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from eth_hash.auto import keccak
+
+from server.chain.rpc import JsonRpc
+
+TRANSFER_TOPIC = "0x" + keccak(b"Transfer(address,address,uint256)").hex()
+AUTHORIZATION_USED_TOPIC = "0x" + keccak(b"AuthorizationUsed(address,bytes32)").hex()
+LOOKBACK_BLOCKS = 20_000
+
+
+def address_topic(address: str) -> str:
+    return "0x" + "0" * 24 + address.lower().removeprefix("0x")
+
+
+def topic_address(topic: str) -> str:
+    return "0x" + topic[-40:].lower()
+
+
+@dataclass(frozen=True)
+class ExpectedTransfer:
+    asset: str
+    payer: str
+    pay_to: str
+    amount_atomic: int
+    nonce: str
+
+
+@dataclass(frozen=True)
+class SettlementFinding:
+    """`found` means the authorisation was used on-chain; `mismatch` names what differed."""
+
+    found: bool
+    tx_hash: str | None = None
+    block_number: int | None = None
+    mismatch: str | None = None
+    actual_pay_to: str | None = None
+    actual_amount: int | None = None
+
+    @property
+    def settled(self) -> bool:
+        return self.found and self.mismatch is None
+
+
+def _matching_transfer(logs: list[dict[str, Any]], expected: ExpectedTransfer) -> SettlementFinding:
+    asset = expected.asset.lower()
+    transfers = [
+        log
+        for log in logs
+        if str(log.get("address", "")).lower() == asset
+        and log.get("topics", [None])[0] == TRANSFER_TOPIC
+        and len(log.get("topics", [])) == 3
+        and topic_address(log["topics"][1]) == expected.payer.lower()
+    ]
+    tx_hash = logs[0].get("transactionHash") if logs else None
+    block = int(logs[0]["blockNumber"], 16) if logs and logs[0].get("blockNumber") else None
+    if not transfers:
+        return SettlementFinding(True, tx_hash, block, mismatch="no_transfer")
+    for log in transfers:
+        to = topic_address(log["topics"][2])
+        value = int(log.get("data", "0x0"), 16)
+        if to == expected.pay_to.lower() and value == expected.amount_atomic:
+            return SettlementFinding(True, tx_hash, block)
+    first = transfers[0]
+    to, value = topic_address(first["topics"][2]), int(first.get("data", "0x0"), 16)
+    mismatch = "pay_to" if to != expected.pay_to.lower() else "amount"
+    return SettlementFinding(True, tx_hash, block, mismatch=mismatch, actual_pay_to=to, actual_amount=value)
+
+
+async def find_settlement(
+    rpc: JsonRpc, expected: ExpectedTransfer, *, tx_hash: str | None
+) -> SettlementFinding:
+    """Look for the authorisation's use: first in the transaction the seller named, then in logs."""
+    if tx_hash:
+        receipt = await rpc.call("eth_getTransactionReceipt", [tx_hash])
+        if isinstance(receipt, dict) and receipt.get("status") == "0x1":
+            logs = receipt.get("logs") or []
+            if any(_is_authorization_used(log, expected) for log in logs):
+                return _matching_transfer(logs, expected)
+    latest = int(await rpc.call("eth_blockNumber", []), 16)
+    used = await rpc.call(
+        "eth_getLogs",
+        [
+            {
+                "address": expected.asset,
+                "fromBlock": hex(max(0, latest - LOOKBACK_BLOCKS)),
+                "toBlock": "latest",
+                "topics": [AUTHORIZATION_USED_TOPIC, address_topic(expected.payer), expected.nonce.lower()],
+            }
+        ],
+    )
+    if not used:
+        return SettlementFinding(False)
+    receipt = await rpc.call("eth_getTransactionReceipt", [used[0]["transactionHash"]])
+    logs = receipt.get("logs") if isinstance(receipt, dict) else None
+    return _matching_transfer(logs or [used[0]], expected)
+
+
+def _is_authorization_used(log: dict[str, Any], expected: ExpectedTransfer) -> bool:
+    topics = log.get("topics") or []
+    return (
+        str(log.get("address", "")).lower() == expected.asset.lower()
+        and len(topics) == 3
+        and topics[0] == AUTHORIZATION_USED_TOPIC
+        and topic_address(topics[1]) == expected.payer.lower()
+        and topics[2].lower() == expected.nonce.lower()
+    )
+
+
+async def usdc_balance(rpc: JsonRpc, *, asset: str, owner: str) -> int:
+    data = "0x70a08231" + "0" * 24 + owner.lower().removeprefix("0x")
+    result = await rpc.call("eth_call", [{"to": asset, "data": data}, "latest"])
+    return int(result, 16) if isinstance(result, str) and result.startswith("0x") and len(result) > 2 else 0

@@ -1,0 +1,41 @@
+"""What every command needs: validated settings, the database, the clock, and who is acting."""
+
+from __future__ import annotations
+
+import getpass
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cached_property
+
+from server.kit.clock import Clock, SystemClock
+from server.kit.db import Database
+from server.kit.migrations import schema_is_current
+from server.settings import Settings, load_settings
+
+
+@dataclass
+class CliContext:
+    settings: Settings
+    clock: Clock
+
+    @cached_property
+    def db(self) -> Database:
+        return Database(self.settings.database_url)
+
+    @property
+    def actor(self) -> str:
+        try:
+            user = getpass.getuser()
+        except (KeyError, OSError):
+            user = "unknown"
+        return f"cli:{user}"
+
+    def require_current_schema(self) -> None:
+        from server.cli.output import fail
+
+        if not schema_is_current(self.db):
+            fail("the database schema is behind: run `paywarden migrate`")
+
+
+def cli_context(*, exempt: Iterable[str] = ()) -> CliContext:
+    return CliContext(settings=load_settings(exempt=exempt), clock=SystemClock())

@@ -1,0 +1,93 @@
+"""`paywarden demo`: a demo organisation, agent and policy (created once) and a fresh token."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+
+import typer
+
+from auth.scopes import AGENT_SCOPES
+from auth.tokens import issue_access_token
+from server.cli.context import cli_context
+from server.cli.output import emit, reported_errors
+from server.kit.clock import isoformat
+from server.kit.errors import NotFound
+from server.policy.service import PolicyChanges, set_policy
+from server.settings import BASE_SEPOLIA
+from server.tenancy.service import OrgNotFound, create_agent, create_org, find_agent_by_name, find_org
+
+DEMO_ORG = "demo"
+DEMO_AGENT = "demo-agent"
+DEMO_TOKEN_TTL = 7 * 24 * 3600
+
+
+def demo(as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
+    """Create the demo organisation, agent and policy if missing, and print a new agent token."""
+    with reported_errors():
+        ctx = cli_context()
+        ctx.require_current_schema()
+        now = ctx.clock.now()
+        with ctx.db.write() as session:
+            try:
+                org = find_org(session, DEMO_ORG)
+            except (OrgNotFound, NotFound):
+                org = create_org(session, name=DEMO_ORG, actor=ctx.actor, now=now)
+            agent = find_agent_by_name(session, org_id=org.id, name=DEMO_AGENT)
+            if agent is None:
+                agent = create_agent(
+                    session, org=org, name=DEMO_AGENT, network=BASE_SEPOLIA, actor=ctx.actor, now=now
+                )
+                set_policy(
+                    session,
+                    agent=agent,
+                    changes=PolicyChanges(max_usd_per_tx=Decimal("0.10"), daily_cap_usd=Decimal("1.00")),
+                    actor=ctx.actor,
+                    now=now,
+                )
+            issued = issue_access_token(
+                session,
+                org_id=org.id,
+                agent_id=agent.id,
+                scopes=AGENT_SCOPES,
+                audience=ctx.settings.mcp_url,
+                ttl_seconds=DEMO_TOKEN_TTL,
+                created_by=ctx.actor,
+                now=now,
+                label="demo",
+            )
+        data = {
+            "orgId": org.id,
+            "agentId": agent.id,
+            "mcpUrl": ctx.settings.mcp_url,
+            "tokenId": issued.token_id,
+            "token": issued.token,
+            "expiresAt": isoformat(issued.expires_at),
+            "scopes": list(issued.scopes),
+            "adminUrl": f"{ctx.settings.public_url}/admin",
+        }
+        emit(data, as_json=as_json, human=_instructions)
+
+
+def _instructions(data: dict[str, object]) -> str:
+    url, token = data["mcpUrl"], data["token"]
+    cursor = {"mcpServers": {"paywarden": {"url": url, "headers": {"Authorization": f"Bearer {token}"}}}}
+    return "\n".join(
+        [
+            "Paywarden demo is ready.",
+            f"  MCP URL:     {url}",
+            f"  Agent token: {token}",
+            f"  (agent {data['agentId']} of organisation {data['orgId']}; token expires {data['expiresAt']})",
+            f"  Admin:       {data['adminUrl']} (for now, administer with: .venv/bin/paywarden admin --help)",
+            "",
+            "Add it to Claude Code:",
+            f'  claude mcp add --transport http paywarden {url} --header "Authorization: Bearer {token}"',
+            "",
+            "Or to Cursor, in ~/.cursor/mcp.json:",
+            "  " + json.dumps(cursor),
+            "",
+            "Then ask your agent for its Paywarden budget (get_budget). To let it pay a seller:",
+            f"  .venv/bin/paywarden admin policy set {data['agentId']} --allow-host api.example.com",
+            f"  .venv/bin/paywarden admin wallet import {data['agentId']} --from-env WALLET_KEY",
+        ]
+    )

@@ -1,0 +1,69 @@
+"""Top-level commands: serve, migrate, demo, audit; `admin` is its own group."""
+
+from __future__ import annotations
+
+import typer
+
+from server.cli import admin, audit, demo
+from server.cli.context import cli_context
+from server.cli.output import emit, reported_errors
+from server.kit import migrations
+
+app = typer.Typer(
+    help="Paywarden: a spending control plane for AI agents that pay x402 APIs.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(admin.app, name="admin")
+app.add_typer(audit.app, name="audit")
+app.command("demo")(demo.demo)
+
+
+@app.command()
+def migrate(as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
+    """Apply database migrations up to the newest schema."""
+    with reported_errors():
+        ctx = cli_context()
+        before = migrations.current_revision(ctx.db)
+        migrations.upgrade(ctx.db)
+        after = migrations.current_revision(ctx.db)
+        emit({"from": before, "to": after, "database": _redact(ctx.settings.database_url)}, as_json=as_json)
+
+
+@app.command()
+def serve(
+    host: str = typer.Option("127.0.0.1", help="Address to bind."),
+    port: int = typer.Option(8402, help="Port to bind."),
+    workers: int = typer.Option(1, min=1, max=64, help="Server processes sharing the port."),
+) -> None:
+    """Serve the MCP endpoint and the HTTP API."""
+    import uvicorn
+
+    with reported_errors():
+        ctx = cli_context()
+        ctx.require_current_schema()
+        typer.echo(
+            f"Paywarden serving {ctx.settings.mcp_url} (bound to {host}:{port}, {workers} worker(s))",
+            err=True,
+        )
+    uvicorn.run(
+        "server.app:create_app_from_env",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        log_level="warning",
+        proxy_headers=False,
+    )
+
+
+def _redact(url: str) -> str:
+    if "@" in url:
+        scheme, _, rest = url.partition("://")
+        return f"{scheme}://***@{rest.split('@', 1)[1]}"
+    return url
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,1 @@
+"""Small shared building blocks every domain may import: no domain logic lives here."""

@@ -1,0 +1,94 @@
+"""Database access: one engine per process, short units of work, and writes that serialise.
+
+SQLite is embedded and the default; PostgreSQL is used by URL. Domain services take a Session and
+never commit: the boundary (tool handler, CLI command, background job) opens a unit of work with
+`Database.write()` or `Database.read()` and the unit commits or rolls back as a whole.
+
+Writes that must not race (cap reservations, audit chains) are serialised per organisation:
+PostgreSQL takes a row lock on the organisation (`lock_org`), SQLite starts every write
+transaction with BEGIN IMMEDIATE so only one writer runs at a time across all processes.
+The driver calls are synchronous; async callers run them with `Database.run` in a worker thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, ParamSpec, TypeVar
+
+import anyio.to_thread
+from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.engine import Connection
+from sqlalchemy.pool import ConnectionPoolEntry
+from sqlmodel import Session
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+_SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+def make_engine(url: str) -> Engine:
+    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        event.listen(engine, "connect", _sqlite_on_connect)
+        event.listen(engine, "begin", _sqlite_on_begin)
+        return engine
+    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=10)
+
+
+def _sqlite_on_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
+    # Take over transaction control from pysqlite so BEGIN IMMEDIATE is ours to emit.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute(f"PRAGMA busy_timeout={_SQLITE_BUSY_TIMEOUT_MS}")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+def _sqlite_on_begin(conn: Connection) -> None:
+    immediate = conn.get_execution_options().get("paywarden_write", False)
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+class Database:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.engine = make_engine(url)
+        self.is_sqlite = url.startswith("sqlite")
+        self._write_engine = self.engine.execution_options(paywarden_write=True)
+
+    @contextmanager
+    def read(self) -> Iterator[Session]:
+        # Closing (not rolling back) keeps loaded objects usable after the unit of work ends.
+        with Session(self.engine, expire_on_commit=False) as session:
+            yield session
+
+    @contextmanager
+    def write(self) -> Iterator[Session]:
+        with Session(self._write_engine, expire_on_commit=False) as session:
+            try:
+                yield session
+                session.commit()
+            except BaseException:
+                session.rollback()
+                raise
+
+    async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run blocking database work off the event loop."""
+        return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def lock_org(session: Session, org_id: str) -> None:
+    """Serialise writes for one organisation until the transaction ends.
+
+    On SQLite the IMMEDIATE transaction already holds the database's single write lock.
+    """
+    bind = session.get_bind()
+    if bind.dialect.name == "postgresql":
+        session.execute(text("SELECT id FROM organizations WHERE id = :id FOR UPDATE"), {"id": org_id})

@@ -1,0 +1,23 @@
+"""Prefixed random identifiers: the prefix tells a reader what kind of thing an id names."""
+
+from __future__ import annotations
+
+import secrets
+
+PREFIXES = {
+    "org": "org",
+    "team": "team",
+    "member": "mem",
+    "agent": "agt",
+    "policy": "pol",
+    "wallet": "wal",
+    "token": "tok",
+    "intent": "pi",
+    "approval": "apr",
+    "event": "evt",
+    "rule": "rule",
+}
+
+
+def new_id(kind: str) -> str:
+    return f"{PREFIXES[kind]}_{secrets.token_hex(10)}"

@@ -1,0 +1,43 @@
+"""Schema migrations: apply them, and tell whether a database is at the newest revision."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+
+from server.kit.db import Database
+
+_ROOT = Path(__file__).resolve().parents[2]
+
+
+def alembic_config() -> Config:
+    config = Config(str(_ROOT / "alembic.ini"))
+    config.set_main_option("script_location", str(_ROOT / "alembic"))
+    return config
+
+
+def head_revision() -> str:
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    if head is None:
+        raise RuntimeError("no migrations found")
+    return head
+
+
+def current_revision(db: Database) -> str | None:
+    with db.engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+def upgrade(db: Database) -> None:
+    config = alembic_config()
+    with db.engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.upgrade(config, "head")
+
+
+def schema_is_current(db: Database) -> bool:
+    return current_revision(db) == head_revision()

@@ -1,0 +1,1 @@
+"""One module per tool; each exposes `register(mcp, services)`."""

@@ -1,0 +1,65 @@
+"""get_budget: what the agent spent today and what its policy still allows. Read-only."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import CallToolResult, ToolAnnotations
+from pydantic import BaseModel, ConfigDict
+
+from auth.scopes import PAYMENTS_READ
+from server.mcp.content import ok_result
+from server.mcp.context import principal_for
+from server.mcp.errors import to_tool_error
+from server.payments.budget import budget
+from server.services import Services
+
+DESCRIPTION = (
+    "Return this agent's budget for today (UTC): spent, daily cap, what remains, the maximum per "
+    "payment, the approval threshold, allowed hosts, network and when the day resets. Call it before "
+    "paying for something."
+)
+
+
+class BudgetResult(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    agentId: str
+    spentTodayUsd: str
+    dailyCapUsd: str
+    remainingTodayUsd: str
+    maxUsdPerTx: str
+    stepUpThresholdUsd: str | None
+    allowHosts: list[str]
+    catalogHosts: list[str]
+    capLevel: Literal["ok", "warning", "exhausted"]
+    network: str
+    asset: str
+    dayResetsAt: str
+
+
+def register(mcp: MCPServer, services: Services) -> None:
+    @mcp.tool(
+        name="get_budget",
+        title="Today's budget",
+        description=DESCRIPTION,
+        annotations=ToolAnnotations(
+            read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+        ),
+    )
+    async def get_budget(ctx: Context) -> Annotated[CallToolResult, BudgetResult]:
+        try:
+            principal = principal_for(ctx, PAYMENTS_READ)
+            assert principal.agent_id is not None
+            agent_id = principal.agent_id
+
+            def read() -> dict[str, object]:
+                with services.db.read() as session:
+                    return budget(
+                        session, org_id=principal.org_id, agent_id=agent_id, now=services.clock.now()
+                    )
+
+            return ok_result(await services.db.run(read))
+        except Exception as exc:
+            return to_tool_error(exc, tool="get_budget")

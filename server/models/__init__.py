@@ -1,0 +1,26 @@
+"""Tables. Every schema change is an Alembic migration; tests build the schema from migrations.
+
+Models import only `server.kit`; services and repositories import models, never the reverse.
+"""
+
+from server.models.base import metadata
+from server.models.tables import (
+    AccessToken,
+    Agent,
+    AuditEvent,
+    Organization,
+    PaymentIntent,
+    PolicyVersion,
+    Wallet,
+)
+
+__all__ = [
+    "AccessToken",
+    "Agent",
+    "AuditEvent",
+    "Organization",
+    "PaymentIntent",
+    "PolicyVersion",
+    "Wallet",
+    "metadata",
+]

@@ -1,0 +1,152 @@
+"""The tables of the first schema: tenancy, policy versions, wallets, tokens, the ledger, audit."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, Column, Index, LargeBinary, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+from server.models.base import UTCDateTime
+
+
+def _ts(nullable: bool = False, index: bool = False) -> Any:
+    return Field(default=None, sa_column=Column(UTCDateTime(), nullable=nullable, index=index))
+
+
+class Organization(SQLModel, table=True):
+    __tablename__ = "organizations"
+
+    id: str = Field(primary_key=True, max_length=40)
+    name: str = Field(max_length=120, unique=True)
+    approval_ttl_seconds: int = Field(default=900)
+    created_at: datetime = _ts()
+
+
+class Agent(SQLModel, table=True):
+    __tablename__ = "agents"
+    __table_args__ = (UniqueConstraint("org_id", "name"),)
+
+    id: str = Field(primary_key=True, max_length=40)
+    org_id: str = Field(foreign_key="organizations.id", index=True, max_length=40)
+    name: str = Field(max_length=120)
+    network: str = Field(max_length=40)
+    created_at: datetime = _ts()
+    disabled_at: datetime | None = _ts(nullable=True)
+
+
+class PolicyVersion(SQLModel, table=True):
+    """One immutable row per version of an agent's policy; the newest version is in force."""
+
+    __tablename__ = "policy_versions"
+    __table_args__ = (UniqueConstraint("agent_id", "version"),)
+
+    id: str = Field(primary_key=True, max_length=40)
+    org_id: str = Field(foreign_key="organizations.id", index=True, max_length=40)
+    agent_id: str = Field(foreign_key="agents.id", max_length=40)
+    version: int
+    document: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+    created_by: str = Field(max_length=120)
+    created_at: datetime = _ts()
+
+
+class Wallet(SQLModel, table=True):
+    """The wallet an agent signs with. A retired wallet stays for the record."""
+
+    __tablename__ = "wallets"
+
+    id: str = Field(primary_key=True, max_length=40)
+    org_id: str = Field(foreign_key="organizations.id", index=True, max_length=40)
+    agent_id: str = Field(foreign_key="agents.id", index=True, max_length=40)
+    mode: str = Field(max_length=20)  # local_key | cdp
+    address: str = Field(max_length=42)
+    sealed_secret: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
+    account_name: str | None = Field(default=None, max_length=120)
+    created_at: datetime = _ts()
+    retired_at: datetime | None = _ts(nullable=True)
+
+
+class AccessToken(SQLModel, table=True):
+    """Bearer tokens of every kind; only the SHA-256 of the secret is kept."""
+
+    __tablename__ = "access_tokens"
+
+    id: str = Field(primary_key=True, max_length=40)
+    org_id: str = Field(foreign_key="organizations.id", index=True, max_length=40)
+    agent_id: str | None = Field(default=None, foreign_key="agents.id", index=True, max_length=40)
+    client_id: str | None = Field(default=None, max_length=120)
+    kind: str = Field(max_length=20)  # access | refresh
+    token_hash: str = Field(max_length=64, unique=True)
+    scopes: str = Field(max_length=400)
+    audience: str = Field(max_length=400)
+    label: str | None = Field(default=None, max_length=120)
+    created_by: str = Field(max_length=120)
+    created_at: datetime = _ts()
+    expires_at: datetime = _ts()
+    revoked_at: datetime | None = _ts(nullable=True)
+
+
+class PaymentIntent(SQLModel, table=True):
+    """One purchase: what the seller asked, what the policy decided, what was signed and settled."""
+
+    __tablename__ = "payment_intents"
+    __table_args__ = (
+        UniqueConstraint("agent_id", "idempotency_key"),
+        UniqueConstraint("payer", "nonce"),
+        Index("ix_payment_intents_agent_created", "agent_id", "created_at"),
+        Index("ix_payment_intents_org_authorized", "org_id", "authorized_at"),
+        Index("ix_payment_intents_status_valid_before", "status", "valid_before"),
+    )
+
+    id: str = Field(primary_key=True, max_length=40)
+    org_id: str = Field(foreign_key="organizations.id", max_length=40)
+    agent_id: str = Field(foreign_key="agents.id", max_length=40)
+    idempotency_key: str = Field(max_length=128)
+    fingerprint: str = Field(max_length=64)
+    status: str = Field(max_length=24)
+    origin: str | None = Field(default=None, max_length=10)
+    method: str = Field(max_length=10)
+    host: str = Field(max_length=255)
+    resource: str = Field(max_length=2048)  # the URL without its query string
+    x402_version: int
+    network: str = Field(max_length=40)
+    asset: str = Field(max_length=42)
+    pay_to: str = Field(max_length=42)
+    amount_atomic: int = Field(sa_column=Column(BigInteger, nullable=False))
+    payer: str = Field(max_length=42)
+    nonce: str = Field(max_length=66)
+    valid_after: int = Field(sa_column=Column(BigInteger, nullable=False))
+    valid_before: int = Field(sa_column=Column(BigInteger, nullable=False))
+    policy_version: int
+    decision: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+    wallet_mode: str = Field(max_length=20)
+    seller_status: int | None = None
+    tx_hash: str | None = Field(default=None, max_length=66)
+    failure_code: str | None = Field(default=None, max_length=60)
+    seller_reason: str | None = Field(default=None, max_length=500)
+    created_at: datetime = _ts()
+    authorized_at: datetime = _ts()
+    submitted_at: datetime | None = _ts(nullable=True)
+    completed_at: datetime | None = _ts(nullable=True)
+    settled_at: datetime | None = _ts(nullable=True)
+    updated_at: datetime = _ts()
+
+
+class AuditEvent(SQLModel, table=True):
+    """Append-only; each organisation's events form a SHA-256 hash chain ordered by `seq`."""
+
+    __tablename__ = "audit_events"
+    __table_args__ = (UniqueConstraint("org_id", "seq"),)
+
+    id: str = Field(primary_key=True, max_length=40)
+    org_id: str = Field(foreign_key="organizations.id", max_length=40)
+    seq: int
+    type: str = Field(max_length=60)
+    actor: str = Field(max_length=160)
+    agent_id: str | None = Field(default=None, max_length=40, index=True)
+    subject_id: str | None = Field(default=None, max_length=40)
+    data: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+    created_at: datetime = _ts()
+    prev_hash: str = Field(max_length=64)
+    hash: str = Field(max_length=64)

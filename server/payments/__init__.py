@@ -1,0 +1,1 @@
+"""Payments: the purchase flow of fetch_paid, the ledger of payment intents, budgets."""

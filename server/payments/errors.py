@@ -1,0 +1,104 @@
+"""The purchase flow's errors: stable codes, fixed messages written here, validated extra fields.
+
+Errors that arise after a payment was signed carry the intent and idempotency key, so the agent
+can look the payment up and retry without paying twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from server.kit.errors import PaywardenError
+
+
+class HostNotAllowed(PaywardenError):
+    code = "host_not_allowed"
+    message = "The URL's host is not one of the agent's allowed hosts, so nothing was sent."
+
+
+class InvalidPaymentRequired(PaywardenError):
+    code = "invalid_payment_required"
+    message = "The URL answered 402 without a readable payment challenge, so nothing was paid."
+
+
+class NoPayableEntry(PaywardenError):
+    code = "no_payable_entry"
+    message = (
+        "No price in the 402 is exact USDC on Base or Base Sepolia with a whole amount, so nothing was paid."
+    )
+
+
+class AmountExceedsMax(PaywardenError):
+    code = "amount_exceeds_max"
+    message = "The price is over this call's maxAmountUsd, so nothing was paid."
+
+
+class ResourceMismatch(PaywardenError):
+    code = "resource_mismatch"
+    message = "The seller asked to be paid for a different host than the one requested, so nothing was paid."
+
+
+class PolicyDenied(PaywardenError):
+    code = "policy_denied"
+    message = "The agent's spending policy denied this payment, so nothing was paid. See reasons."
+
+
+class ApprovalRequired(PaywardenError):
+    code = "approval_required"
+    message = "The payment needs a human approval that this server cannot track yet, so nothing was paid."
+
+
+class WalletNotConfigured(PaywardenError):
+    code = "wallet_not_configured"
+    message = (
+        "The agent has no wallet to sign with, so nothing was paid. An admin must import or connect one."
+    )
+
+
+class SigningFailed(PaywardenError):
+    code = "signing_failed"
+    message = "The wallet could not sign the payment, so nothing was paid."
+
+
+class IdempotencyKeyReused(PaywardenError):
+    code = "idempotency_key_reused"
+    message = "That idempotencyKey belongs to a different request, so nothing was paid."
+
+
+class IntentNotReplayable(PaywardenError):
+    code = "intent_not_replayable"
+    message = "The payment for that idempotencyKey failed or expired. Omit the key to start a new payment."
+
+
+class PaymentInProgress(PaywardenError):
+    code = "payment_in_progress"
+    message = "A payment with this idempotencyKey is still in progress. Retry shortly with the same key."
+
+
+class SellerFailure(PaywardenError):
+    """After paying: the seller did not serve the resource. `seller_reason` is untrusted text."""
+
+    def __init__(self, *, seller_reason: str | None = None, **extra: Any) -> None:
+        super().__init__(**extra)
+        self.seller_reason = seller_reason
+
+
+class PaymentRejectedBySeller(SellerFailure):
+    code = "payment_rejected_by_seller"
+    message = "The seller refused the signed payment and did not serve the resource. It is not retried."
+
+
+class PaymentNotCompleted(SellerFailure):
+    code = "payment_not_completed"
+    message = (
+        "The signed payment was sent but the seller did not serve the resource. It may still settle: "
+        "check list_payments; retrying with the same idempotencyKey never charges twice."
+    )
+
+
+class PaymentOutcomeUnknown(SellerFailure):
+    code = "payment_outcome_unknown"
+    message = (
+        "The signed payment was sent but the seller's answer was lost. Check list_payments; retrying with "
+        "the same idempotencyKey never charges twice."
+    )

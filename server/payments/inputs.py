@@ -1,0 +1,165 @@
+"""Validate fetch_paid's input before anything is sent. Every refusal is `invalid_input` with a
+stable `reason`; nothing here touches the network or the database.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+from urllib.parse import urlsplit
+
+from server.kit.errors import InvalidInput
+from server.kit.money import AmountError, parse_usd
+from server.policy.hosts import HostPatternError, normalize_host
+from server.x402.headers import PAYMENT_HEADERS
+
+MAX_URL_LENGTH = 2048
+MAX_HEADERS = 32
+MAX_BODY_BYTES = 256 * 1024
+METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+ORIGINS = ("user", "web", "agent")
+
+_IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9._:-]{8,128}$")
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
+_HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "content-length",
+        "expect",
+        "proxy-connection",
+    }
+)
+_RESERVED = frozenset({"authorization", "host", "cookie", "x-org-api-key"}) | PAYMENT_HEADERS | _HOP_BY_HOP
+_CREDENTIAL = re.compile(
+    r"(pw_(at|rt|cs)_[A-Za-z0-9_-]{16,})|(pwmk_[A-Za-z0-9_-]{20,})|((?<![0-9A-Za-z])(0x)?[0-9a-fA-F]{64}(?![0-9A-Za-z]))"
+)
+_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+@dataclass(frozen=True)
+class FetchPaidInput:
+    url: str
+    method: str
+    headers: dict[str, str]
+    body: bytes | None
+    idempotency_key: str | None
+    max_amount_usd: Decimal | None
+    origin: str | None
+    host: str
+    path: str
+
+
+def _contains_credential(value: str, bearer: str | None) -> bool:
+    return bool((bearer and bearer in value) or _CREDENTIAL.search(value))
+
+
+def validate_fetch_paid(
+    arguments: dict[str, Any], *, bearer: str | None, public_host: str, allow_private_hosts: bool
+) -> FetchPaidInput:
+    url = arguments.get("url")
+    if not isinstance(url, str) or not url:
+        raise InvalidInput("invalid_url")
+    if len(url) > MAX_URL_LENGTH:
+        raise InvalidInput("invalid_url", "The URL is longer than 2048 characters.")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise InvalidInput("invalid_url") from exc
+    if parts.scheme not in ("https", "http") or not parts.hostname:
+        raise InvalidInput("https_required" if parts.scheme else "invalid_url")
+    if parts.username is not None or parts.password is not None:
+        raise InvalidInput("url_credentials", "The URL carries a user name or password.")
+    if any(ch.isspace() for ch in url) or "\\" in url:
+        raise InvalidInput("invalid_url")
+    try:
+        host = normalize_host(parts.hostname)
+    except HostPatternError as exc:
+        raise InvalidInput("invalid_url") from exc
+    if parts.scheme == "http" and not (allow_private_hosts and host in _LOOPBACK):
+        raise InvalidInput("https_required", "The URL must be https://.")
+    netloc_host = host if port is None else f"{host}:{port}"
+    if host == public_host.split(":")[0] and (netloc_host == public_host or port is None):
+        raise InvalidInput("paywarden_api_url", "The URL is Paywarden itself.")
+
+    method = arguments.get("method") or "GET"
+    if not isinstance(method, str) or method.upper() not in METHODS:
+        raise InvalidInput("invalid_method", "The method must be GET, HEAD, POST, PUT, PATCH or DELETE.")
+    method = method.upper()
+
+    headers = _validate_headers(arguments.get("headers"))
+
+    body_value = arguments.get("body")
+    body: bytes | None = None
+    if body_value is not None:
+        if not isinstance(body_value, str):
+            raise InvalidInput("invalid_body", "The body must be a string.")
+        if method in ("GET", "HEAD"):
+            raise InvalidInput("body_not_allowed", "A body is not allowed with GET or HEAD.")
+        body = body_value.encode()
+        if len(body) > MAX_BODY_BYTES:
+            raise InvalidInput("body_too_large", "The body is larger than 256 KB.")
+
+    key = arguments.get("idempotencyKey")
+    if key is not None and (not isinstance(key, str) or not _IDEMPOTENCY_KEY.match(key)):
+        raise InvalidInput(
+            "invalid_idempotency_key",
+            "The idempotency key must be 8 to 128 letters, digits, '.', '_', ':' or '-'.",
+        )
+
+    max_amount: Decimal | None = None
+    raw_max = arguments.get("maxAmountUsd")
+    if raw_max is not None:
+        try:
+            max_amount = parse_usd(raw_max)
+        except AmountError as exc:
+            raise InvalidInput(
+                "invalid_max_amount", "maxAmountUsd must be a non-negative USD amount."
+            ) from exc
+
+    origin = arguments.get("origin")
+    if origin is not None and origin not in ORIGINS:
+        raise InvalidInput("invalid_origin", "origin must be user, web or agent.")
+
+    texts = [url, *(f"{k}: {v}" for k, v in headers.items()), body_value or ""]
+    if any(_contains_credential(text, bearer) for text in texts):
+        raise InvalidInput("contains_credential", "The input contains a credential, so nothing was sent.")
+
+    return FetchPaidInput(
+        url=url,
+        method=method,
+        headers=headers,
+        body=body,
+        idempotency_key=key,
+        max_amount_usd=max_amount,
+        origin=origin,
+        host=host,
+        path=parts.path or "/",
+    )
+
+
+def _validate_headers(value: Any) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidInput("invalid_header", "headers must be an object of strings.")
+    if len(value) > MAX_HEADERS:
+        raise InvalidInput("too_many_headers", "At most 32 headers.")
+    headers: dict[str, str] = {}
+    for name, item in value.items():
+        if not isinstance(name, str) or not _HEADER_NAME.match(name) or not isinstance(item, str):
+            raise InvalidInput("invalid_header", "A header name or value is not valid.")
+        if any(ch in item for ch in "\r\n\0") or len(item) > 8192:
+            raise InvalidInput("invalid_header", "A header name or value is not valid.")
+        lowered = name.lower()
+        if lowered in _RESERVED or lowered.startswith("proxy-"):
+            raise InvalidInput("reserved_header", "That header cannot be set.", header=lowered)
+        headers[name] = item
+    return headers

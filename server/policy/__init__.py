@@ -1,0 +1,1 @@
+"""The spending policy: its model, host patterns, and the pure engine that decides payments."""

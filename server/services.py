@@ -1,0 +1,48 @@
+"""The process's long-lived services, built once from settings and shared by HTTP, MCP and jobs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from auth.verifier import TokenVerifier
+from server.chain.service import ChainService
+from server.kit.clock import Clock, SystemClock
+from server.kit.db import Database
+from server.payments.purchase import PurchaseService
+from server.sellers.client import SellerClient
+from server.settings import Settings
+
+
+@dataclass
+class Services:
+    settings: Settings
+    db: Database
+    clock: Clock
+    verifier: TokenVerifier
+    sellers: SellerClient
+    chain: ChainService
+    purchases: PurchaseService
+
+    async def aclose(self) -> None:
+        await self.sellers.aclose()
+        await self.chain.aclose()
+        self.db.dispose()
+
+
+def build_services(settings: Settings, *, clock: Clock | None = None, db: Database | None = None) -> Services:
+    clock = clock or SystemClock()
+    db = db or Database(settings.database_url)
+    sellers = SellerClient(
+        max_response_bytes=settings.max_response_bytes, allow_private_hosts=settings.allow_private_hosts
+    )
+    chain = ChainService(settings.rpc_urls)
+    purchases = PurchaseService(db=db, settings=settings, sellers=sellers, chain=chain, clock=clock)
+    return Services(
+        settings=settings,
+        db=db,
+        clock=clock,
+        verifier=TokenVerifier(db, clock),
+        sellers=sellers,
+        chain=chain,
+        purchases=purchases,
+    )

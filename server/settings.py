@@ -1,0 +1,190 @@
+"""Configuration: environment variables only (and a `.env` file), validated once at start-up.
+
+Every problem becomes one line naming the variable, so a misconfigured server stops before it
+serves anything. Values that look like a wallet private key are refused outright: keys are only
+ever read by `paywarden admin wallet import --from-env VAR`, which names the variable it expects.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, DotEnvSettingsSource, SettingsConfigDict
+
+from server.kit.crypto import MasterKey, MasterKeyError, load_or_create_master_key_file
+
+ENV_PREFIX = "PAYWARDEN_"
+MASTER_KEY_FILE = Path(".paywarden-master-key")
+
+BASE = "eip155:8453"
+BASE_SEPOLIA = "eip155:84532"
+SUPPORTED_NETWORKS = {BASE: "Base", BASE_SEPOLIA: "Base Sepolia"}
+DEFAULT_USDC = {
+    BASE: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+    BASE_SEPOLIA: "0x036CbD53842c5426634e7929541eC2318f3dCF7e",
+}
+
+_ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
+_PRIVATE_KEY_LIKE = re.compile(r"(?<![0-9a-fA-F])(0x)?[0-9a-fA-F]{64}(?![0-9a-fA-F])")
+_LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
+
+
+class ConfigError(ValueError):
+    """A one-line reason the configuration cannot be used."""
+
+
+def looks_like_private_key(value: str) -> bool:
+    return bool(_PRIVATE_KEY_LIKE.search(value))
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_file=".env", extra="ignore", frozen=True, validate_default=True
+    )
+
+    database_url: str = "sqlite:///./paywarden.db"
+    public_url: str = "http://127.0.0.1:8402"
+    master_key: SecretStr | None = None
+    rpc_urls: dict[str, str] = Field(default_factory=dict)
+    assets: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_USDC))
+    allow_private_hosts: bool = False
+    max_response_bytes: int = Field(default=1_048_576, ge=1, le=10_485_760)
+    fetch_timeout_ms: int = Field(default=30_000, ge=1_000, le=120_000)
+    approval_wait_ms: int = Field(default=40_000, ge=0, le=600_000)
+    slack_webhook_url: SecretStr | None = None
+    log_format: Literal["console", "json"] = "console"
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url(cls, value: str) -> str:
+        if not (value.startswith("sqlite:///") or value.startswith("postgresql+psycopg://")):
+            raise ValueError("must be sqlite:///PATH or postgresql+psycopg://...")
+        return value
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("must be an http(s) URL such as https://paywarden.example.com")
+        if parts.query or parts.fragment or parts.username or parts.password:
+            raise ValueError("must not carry credentials, a query or a fragment")
+        if parts.scheme == "http" and parts.hostname not in _LOOPBACK_HOSTS:
+            raise ValueError("must be https:// (http:// only on a loopback host)")
+        return value.rstrip("/")
+
+    @field_validator("rpc_urls")
+    @classmethod
+    def _rpc_urls(cls, value: dict[str, str]) -> dict[str, str]:
+        for network, url in value.items():
+            _check_network(network)
+            if urlsplit(url).scheme not in ("http", "https"):
+                raise ValueError(f"the RPC URL for {network} must be http(s)")
+        return value
+
+    @field_validator("assets")
+    @classmethod
+    def _assets(cls, value: dict[str, str]) -> dict[str, str]:
+        merged = dict(DEFAULT_USDC)
+        for network, address in value.items():
+            _check_network(network)
+            if not _ADDRESS.match(address):
+                raise ValueError(f"the USDC address for {network} must be 0x and 40 hex digits")
+            merged[network] = address
+        return merged
+
+    @field_validator("slack_webhook_url")
+    @classmethod
+    def _slack(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not value.get_secret_value().startswith("https://hooks.slack.com/services/"):
+            raise ValueError("must be a https://hooks.slack.com/services/... URL")
+        return value
+
+    @property
+    def mcp_url(self) -> str:
+        return f"{self.public_url}/mcp"
+
+    @property
+    def admin_api_audience(self) -> str:
+        return f"{self.public_url}/api/v1"
+
+    @property
+    def resource_metadata_url(self) -> str:
+        return f"{self.public_url}/.well-known/oauth-protected-resource/mcp"
+
+    @property
+    def public_host(self) -> str:
+        return urlsplit(self.public_url).netloc
+
+    @cached_property
+    def master(self) -> MasterKey:
+        if self.master_key is not None:
+            return MasterKey.parse(self.master_key.get_secret_value())
+        return load_or_create_master_key_file(MASTER_KEY_FILE)
+
+    def usdc_address(self, network: str) -> str | None:
+        return self.assets.get(network)
+
+
+def _check_network(network: str) -> None:
+    if network not in SUPPORTED_NETWORKS:
+        raise ValueError(f"{network!r} is not a supported network ({', '.join(SUPPORTED_NETWORKS)})")
+
+
+def _configured_values(environ: Mapping[str, str]) -> Iterable[tuple[str, str]]:
+    for name, value in environ.items():
+        if name.upper().startswith(ENV_PREFIX):
+            yield name.upper(), value
+    dotenv = Path(".env")
+    if dotenv.is_file():
+        for dotenv_name, dotenv_value in DotEnvSettingsSource(Settings, env_file=dotenv).env_vars.items():
+            if dotenv_name.upper().startswith(ENV_PREFIX):
+                yield dotenv_name.upper(), dotenv_value or ""
+
+
+def load_settings(*, exempt: Iterable[str] = (), environ: Mapping[str, str] | None = None) -> Settings:
+    """Read and validate the configuration, or raise ConfigError with a one-line reason."""
+    env = os.environ if environ is None else environ
+    allowed = {name.upper() for name in exempt}
+    for name, value in _configured_values(env):
+        if name not in allowed and looks_like_private_key(value):
+            raise ConfigError(
+                f"{name} looks like a private key; wallet keys never go in configuration "
+                "(import one with: paywarden admin wallet import AGENT --from-env VAR)"
+            )
+    try:
+        settings = Settings(**_overrides(env)) if environ is not None else Settings()
+    except ValidationError as exc:
+        raise ConfigError(_one_line(exc)) from None
+    try:
+        _ = settings.master
+    except (MasterKeyError, OSError) as exc:
+        raise ConfigError(str(exc)) from None
+    return settings
+
+
+def _overrides(environ: Mapping[str, str]) -> dict[str, Any]:
+    """Settings from an explicit mapping (tests), bypassing the process environment."""
+    import json
+
+    out: dict[str, Any] = {}
+    for field in Settings.model_fields:
+        raw = environ.get(ENV_PREFIX + field.upper())
+        if raw is None:
+            continue
+        out[field] = json.loads(raw) if field in ("rpc_urls", "assets") else raw
+    return out
+
+
+def _one_line(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    field = str(first["loc"][0]) if first["loc"] else "configuration"
+    message = first["msg"].removeprefix("Value error, ")
+    return f"{ENV_PREFIX}{field.upper()}: {message}"

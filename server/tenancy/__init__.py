@@ -1,0 +1,1 @@
+"""Organisations and their agents: who exists, and which organisation owns what."""

@@ -1,0 +1,90 @@
+"""Import and load agents' wallets. Keys are sealed with the master key, bound to the wallet id."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+
+from eth_account import Account
+from sqlmodel import Session, col, select
+
+from server.audit.service import record as audit
+from server.kit.crypto import MasterKey
+from server.kit.errors import PaywardenError
+from server.kit.ids import new_id
+from server.models import Agent, Wallet
+from server.signers.base import Signer, SignerError
+from server.signers.local_key import LocalKeySigner
+
+_KEY = re.compile(r"^(0x)?[0-9a-fA-F]{64}$")
+
+
+class InvalidWalletKey(PaywardenError):
+    code = "invalid_wallet_key"
+    message = "The value is not a wallet private key (64 hex digits, optionally 0x-prefixed)."
+
+
+class NoWallet(PaywardenError):
+    code = "no_wallet"
+    message = "The agent has no wallet to sign with. An admin must import or connect one."
+
+
+def parse_private_key(text: str) -> bytes:
+    text = text.strip()
+    if not _KEY.match(text):
+        raise InvalidWalletKey()
+    raw = bytes.fromhex(text.removeprefix("0x"))
+    try:
+        Account.from_key(raw)
+    except (ValueError, TypeError) as exc:
+        raise InvalidWalletKey() from exc
+    return raw
+
+
+def active_wallet(session: Session, agent_id: str) -> Wallet | None:
+    return session.exec(
+        select(Wallet)
+        .where(Wallet.agent_id == agent_id, col(Wallet.retired_at).is_(None))
+        .order_by(col(Wallet.created_at).desc())
+    ).first()
+
+
+def import_local_key(
+    session: Session, *, master: MasterKey, agent: Agent, private_key: bytes, actor: str, now: datetime
+) -> Wallet:
+    address = str(Account.from_key(private_key).address)
+    previous = active_wallet(session, agent.id)
+    if previous is not None:
+        previous.retired_at = now
+        session.add(previous)
+    wallet_id = new_id("wallet")
+    wallet = Wallet(
+        id=wallet_id,
+        org_id=agent.org_id,
+        agent_id=agent.id,
+        mode="local_key",
+        address=address,
+        sealed_secret=master.seal(private_key, context=f"wallet:{wallet_id}"),
+        created_at=now,
+    )
+    session.add(wallet)
+    session.flush()
+    audit(
+        session,
+        org_id=agent.org_id,
+        type="wallet.imported",
+        actor=actor,
+        agent_id=agent.id,
+        subject_id=wallet.id,
+        data={"address": address, "mode": "local_key", "replaced": previous.id if previous else None},
+        now=now,
+    )
+    return wallet
+
+
+def signer_for(wallet: Wallet, master: MasterKey) -> Signer:
+    if wallet.mode == "local_key":
+        if wallet.sealed_secret is None:
+            raise SignerError("the wallet has no sealed key")
+        return LocalKeySigner(master.open(wallet.sealed_secret, context=f"wallet:{wallet.id}"))
+    raise SignerError(f"signing mode {wallet.mode!r} is not available")

@@ -1,0 +1,1 @@
+"""Plain HTTP endpoints: discovery documents and health."""

@@ -1,0 +1,120 @@
+"""EIP-3009 `TransferWithAuthorization`: the typed data a wallet signs, and the header that carries it.
+
+The nonce is derived from the payment intent, so one purchase can move money at most once even if
+it were signed twice. The validity window is short: never more than 300 seconds in all.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from eth_hash.auto import keccak
+
+from server.x402.challenge import Challenge
+from server.x402.selection import Selection
+
+MAX_WINDOW_SECONDS = 300
+CLOCK_SKEW_SECONDS = 5
+MIN_VALIDITY_SECONDS = 15
+
+TRANSFER_WITH_AUTHORIZATION_TYPES = {
+    "EIP712Domain": [
+        {"name": "name", "type": "string"},
+        {"name": "version", "type": "string"},
+        {"name": "chainId", "type": "uint256"},
+        {"name": "verifyingContract", "type": "address"},
+    ],
+    "TransferWithAuthorization": [
+        {"name": "from", "type": "address"},
+        {"name": "to", "type": "address"},
+        {"name": "value", "type": "uint256"},
+        {"name": "validAfter", "type": "uint256"},
+        {"name": "validBefore", "type": "uint256"},
+        {"name": "nonce", "type": "bytes32"},
+    ],
+}
+
+
+@dataclass(frozen=True)
+class TransferAuthorization:
+    payer: str
+    pay_to: str
+    value: int
+    valid_after: int
+    valid_before: int
+    nonce: str  # 0x + 64 hex
+
+    def as_payload(self) -> dict[str, str]:
+        return {
+            "from": self.payer,
+            "to": self.pay_to,
+            "value": str(self.value),
+            "validAfter": str(self.valid_after),
+            "validBefore": str(self.valid_before),
+            "nonce": self.nonce,
+        }
+
+
+def derive_nonce(intent_id: str) -> str:
+    return "0x" + keccak(b"paywarden/eip3009/" + intent_id.encode()).hex()
+
+
+def validity_window(now_unix: int, max_timeout_seconds: int | None) -> tuple[int, int]:
+    """(validAfter, validBefore): a few seconds of skew before now, and at most 300 s in all."""
+    valid_after = now_unix - CLOCK_SKEW_SECONDS
+    wanted = max_timeout_seconds if max_timeout_seconds is not None else 60
+    ahead = min(max(wanted, MIN_VALIDITY_SECONDS), MAX_WINDOW_SECONDS - CLOCK_SKEW_SECONDS)
+    return valid_after, now_unix + ahead
+
+
+def build_authorization(
+    selection: Selection, *, payer: str, intent_id: str, valid_after: int, valid_before: int
+) -> TransferAuthorization:
+    if valid_before - valid_after > MAX_WINDOW_SECONDS:
+        raise ValueError("the authorisation window may not exceed 300 seconds")
+    return TransferAuthorization(
+        payer=payer,
+        pay_to=selection.pay_to,
+        value=selection.amount_atomic,
+        valid_after=valid_after,
+        valid_before=valid_before,
+        nonce=derive_nonce(intent_id),
+    )
+
+
+def typed_data(selection: Selection, authorization: TransferAuthorization) -> dict[str, Any]:
+    return {
+        "types": TRANSFER_WITH_AUTHORIZATION_TYPES,
+        "primaryType": "TransferWithAuthorization",
+        "domain": {
+            "name": selection.domain_name,
+            "version": selection.domain_version,
+            "chainId": selection.chain_id,
+            "verifyingContract": selection.asset,
+        },
+        "message": {
+            "from": authorization.payer,
+            "to": authorization.pay_to,
+            "value": authorization.value,
+            "validAfter": authorization.valid_after,
+            "validBefore": authorization.valid_before,
+            "nonce": bytes.fromhex(authorization.nonce[2:]),
+        },
+    }
+
+
+def encode_payment_signature(
+    challenge: Challenge, selection: Selection, authorization: TransferAuthorization, signature: str
+) -> str:
+    """The v2 `PAYMENT-SIGNATURE` value: base64 JSON echoing the seller's own offer verbatim."""
+    payload: dict[str, Any] = {
+        "x402Version": 2,
+        "accepted": selection.offer.raw,
+        "payload": {"signature": signature, "authorization": authorization.as_payload()},
+    }
+    if challenge.resource is not None:
+        payload["resource"] = challenge.resource
+    return base64.b64encode(json.dumps(payload, separators=(",", ":")).encode()).decode()

@@ -1,0 +1,32 @@
+"""Shared fixtures: the chain harness, and the two databases every integration test runs on."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from server.kit.db import Database
+from tests.support.databases import migrated_database
+from tests.support.fixtures_chain import *  # noqa: F403 - fixtures: anvil, test_usdc, seller, funded_wallet
+
+DATABASES = ["sqlite", "postgres"]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(params=DATABASES)
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
+    """A migrated, empty database: SQLite and PostgreSQL in turn."""
+    with migrated_database(request.param, tmp_path) as database:
+        yield database
+
+
+@pytest.fixture
+def sqlite_db(tmp_path: Path) -> Iterator[Database]:
+    with migrated_database("sqlite", tmp_path) as database:
+        yield database

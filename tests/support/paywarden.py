@@ -1,0 +1,115 @@
+"""Run a real Paywarden server for tests, and talk to it with the official MCP client.
+
+`RunningServer` serves `create_app(settings)` with uvicorn on a free loopback port in a thread:
+the same app `paywarden serve` runs, over real HTTP. Tests that need several processes start
+`paywarden serve` itself (see tests/support/processes.py).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx2
+import uvicorn
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types import CallToolResult
+
+from server.app import create_app
+from server.kit.clock import Clock
+from server.kit.crypto import MasterKey
+from server.settings import Settings, load_settings
+from tests.support.chain import free_port
+
+TEST_MASTER_KEY = MasterKey(b"\x07" * 32).encode()
+
+
+def test_settings(*, database_url: str, port: int, extra: Mapping[str, str] | None = None) -> Settings:
+    environ = {
+        "PAYWARDEN_DATABASE_URL": database_url,
+        "PAYWARDEN_PUBLIC_URL": f"http://127.0.0.1:{port}",
+        "PAYWARDEN_MASTER_KEY": TEST_MASTER_KEY,
+        "PAYWARDEN_ALLOW_PRIVATE_HOSTS": "1",
+        **(extra or {}),
+    }
+    return load_settings(environ=environ)
+
+
+def chain_environ(*, rpc_url: str, token_address: str, network: str = "eip155:84532") -> dict[str, str]:
+    return {
+        "PAYWARDEN_RPC_URLS": json.dumps({network: rpc_url}),
+        "PAYWARDEN_ASSETS": json.dumps({network: token_address}),
+    }
+
+
+class RunningServer:
+    def __init__(self, settings: Settings, *, port: int, clock: Clock | None = None) -> None:
+        self.settings = settings
+        self.port = port
+        config = uvicorn.Config(
+            create_app(settings, clock=clock), host="127.0.0.1", port=port, log_level="warning", lifespan="on"
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, name=f"paywarden-{port}", daemon=True)
+
+    @property
+    def mcp_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> RunningServer:
+        self._thread.start()
+        deadline = time.monotonic() + 15
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the Paywarden test server did not start")
+            time.sleep(0.02)
+        return self
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=15)
+
+    def __enter__(self) -> RunningServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def serve(
+    database_url: str, *, extra: Mapping[str, str] | None = None, clock: Clock | None = None
+) -> RunningServer:
+    port = free_port()
+    return RunningServer(
+        test_settings(database_url=database_url, port=port, extra=extra), port=port, clock=clock
+    )
+
+
+@asynccontextmanager
+async def mcp_client(url: str, token: str, *, mode: str = "auto") -> AsyncIterator[Client]:
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
+    async with http, Client(streamable_http_client(url, http_client=http), mode=mode) as client:  # type: ignore[arg-type]
+        yield client
+
+
+def error_of(result: CallToolResult) -> dict[str, Any]:
+    assert result.is_error, f"expected a tool error, got {result.structured_content}"
+    assert result.structured_content is not None
+    error = result.structured_content["error"]
+    assert isinstance(error, dict)
+    return error
+
+
+def structured(result: CallToolResult) -> dict[str, Any]:
+    assert not result.is_error, f"unexpected tool error: {result.structured_content}"
+    assert result.structured_content is not None
+    return dict(result.structured_content)

@@ -1,0 +1,85 @@
+"""Set up organisations, agents, policies, wallets and tokens for tests, through the services
+the CLI uses (never by writing rows by hand)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+from auth.scopes import AGENT_SCOPES
+from auth.tokens import issue_access_token
+from server.kit.clock import SystemClock
+from server.kit.crypto import MasterKey
+from server.kit.db import Database
+from server.policy.model import host_patterns
+from server.policy.service import PolicyChanges, set_policy
+from server.settings import Settings
+from server.tenancy.service import create_agent, create_org, find_agent
+from server.wallets.service import import_local_key, parse_private_key
+
+ACTOR = "test:setup"
+
+
+@dataclass(frozen=True)
+class AgentSetup:
+    org_id: str
+    agent_id: str
+    token: str
+
+
+def make_agent(
+    db: Database,
+    settings: Settings,
+    *,
+    allow_hosts: list[str],
+    max_per_tx: str = "1.00",
+    daily_cap: str = "10.00",
+    network: str = "eip155:84532",
+    wallet_key: str | None = None,
+    scopes: frozenset[str] = AGENT_SCOPES,
+    org_name: str | None = None,
+    step_up: str | None = None,
+) -> AgentSetup:
+    import secrets
+
+    now = SystemClock().now()
+    with db.write() as session:
+        org = create_org(session, name=org_name or f"org-{secrets.token_hex(4)}", actor=ACTOR, now=now)
+        agent = create_agent(session, org=org, name="agent", network=network, actor=ACTOR, now=now)
+        changes = PolicyChanges(
+            allow_hosts=host_patterns("allow", allow_hosts),
+            max_usd_per_tx=Decimal(max_per_tx),
+            daily_cap_usd=Decimal(daily_cap),
+            **({"step_up_threshold_usd": Decimal(step_up)} if step_up else {}),
+        )
+        set_policy(session, agent=agent, changes=changes, actor=ACTOR, now=now)
+        if wallet_key is not None:
+            import_local_key(
+                session,
+                master=settings.master,
+                agent=agent,
+                private_key=parse_private_key(wallet_key),
+                actor=ACTOR,
+                now=now,
+            )
+        issued = issue_access_token(
+            session,
+            org_id=org.id,
+            agent_id=agent.id,
+            scopes=scopes,
+            audience=settings.mcp_url,
+            ttl_seconds=3600,
+            created_by=ACTOR,
+            now=now,
+        )
+    return AgentSetup(org.id, agent.id, issued.token)
+
+
+def change_policy(db: Database, agent_id: str, changes: PolicyChanges) -> int:
+    with db.write() as session:
+        agent = find_agent(session, agent_id)
+        return set_policy(session, agent=agent, changes=changes, actor=ACTOR, now=SystemClock().now()).version
+
+
+def master_of(settings: Settings) -> MasterKey:
+    return settings.master
