@@ -11,11 +11,13 @@ from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import urlsplit
 
+import anyio
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.routing import Route
 
+from server.jobs.runner import JobRunner
 from server.kit.clock import Clock
 from server.kit.migrations import current_revision, head_revision
 from server.mcp.auth import BearerAuthMiddleware
@@ -57,10 +59,13 @@ def create_app(
         current = await services.db.run(current_revision, services.db)
         if current != head_revision():
             raise SchemaBehind("the database schema is behind: run `paywarden migrate`")
-        async with mcp.session_manager.run():
+        runner = JobRunner(db=services.db, clock=services.clock, jobs=services.jobs)
+        async with mcp.session_manager.run(), anyio.create_task_group() as background:
+            background.start_soon(runner.run_forever)
             try:
                 yield {"services": services}
             finally:
+                background.cancel_scope.cancel()
                 await services.aclose()
 
     metadata = wellknown.endpoint(settings)

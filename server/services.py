@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from auth.verifier import TokenVerifier
 from server.chain.service import ChainService
+from server.jobs.runner import Job
 from server.kit.clock import Clock, SystemClock
 from server.kit.db import Database
 from server.payments.purchase import PurchaseService
@@ -22,6 +23,7 @@ class Services:
     sellers: SellerClient
     chain: ChainService
     purchases: PurchaseService
+    jobs: list[Job] = field(default_factory=list)
 
     async def aclose(self) -> None:
         await self.sellers.aclose()

@@ -55,7 +55,8 @@ async def test_fetch_paid_pays_once_and_moves_exactly_the_price(
         # The body is only in its own fenced block, never among the metadata.
         texts = [block.text for block in result.content]  # type: ignore[union-attr]
         assert any("UNTRUSTED THIRD-PARTY CONTENT" in t and '"ok"' in t for t in texts[1:])
-        assert '"ok": true' not in texts[0] and "text" not in paid["body"]
+        assert '"ok": true' not in texts[0]
+        assert "text" not in paid["body"]
 
         assert test_usdc.balance_of(funded_wallet.address) == buyer_before - PREMIUM
         assert test_usdc.balance_of(seller.pay_to) == seller_before + PREMIUM

@@ -1,4 +1,5 @@
-"""Initial schema: organisations, agents, policy versions, wallets, tokens, payment intents, audit.
+"""Initial schema: organisations, agents, policy versions, wallets, tokens, payment intents, audit,
+background job leases.
 
 Revision ID: 20261129_0001
 Revises:
@@ -183,7 +184,17 @@ def upgrade() -> None:
         batch_op.create_index(batch_op.f("ix_wallets_org_id"), ["org_id"], unique=False)
 
 
+    op.create_table(
+        "job_leases",
+        sa.Column("name", sa.String(60), nullable=False),
+        sa.Column("holder", sa.String(120), nullable=False),
+        sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
+        sa.PrimaryKeyConstraint("name", name=op.f("pk_job_leases")),
+    )
+
+
 def downgrade() -> None:
+    op.drop_table("job_leases")
     with op.batch_alter_table("wallets", schema=None) as batch_op:
         batch_op.drop_index(batch_op.f("ix_wallets_org_id"))
         batch_op.drop_index(batch_op.f("ix_wallets_agent_id"))

@@ -150,3 +150,13 @@ class AuditEvent(SQLModel, table=True):
     created_at: datetime = _ts()
     prev_hash: str = Field(max_length=64)
     hash: str = Field(max_length=64)
+
+
+class JobLease(SQLModel, table=True):
+    """Which process runs a background job now. A lease that is not renewed lapses."""
+
+    __tablename__ = "job_leases"
+
+    name: str = Field(primary_key=True, max_length=60)
+    holder: str = Field(max_length=120)
+    expires_at: datetime = _ts()

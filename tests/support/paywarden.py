@@ -29,7 +29,7 @@ from tests.support.chain import free_port
 TEST_MASTER_KEY = MasterKey(b"\x07" * 32).encode()
 
 
-def test_settings(*, database_url: str, port: int, extra: Mapping[str, str] | None = None) -> Settings:
+def settings_for(*, database_url: str, port: int, extra: Mapping[str, str] | None = None) -> Settings:
     environ = {
         "PAYWARDEN_DATABASE_URL": database_url,
         "PAYWARDEN_PUBLIC_URL": f"http://127.0.0.1:{port}",
@@ -90,7 +90,7 @@ def serve(
 ) -> RunningServer:
     port = free_port()
     return RunningServer(
-        test_settings(database_url=database_url, port=port, extra=extra), port=port, clock=clock
+        settings_for(database_url=database_url, port=port, extra=extra), port=port, clock=clock
     )
 
 
