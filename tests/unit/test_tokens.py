@@ -1,0 +1,116 @@
+"""Bearer tokens: issued once, stored as hashes, checked for audience, expiry and revocation."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from sqlmodel import select
+
+from auth.scopes import ADMIN, PAYMENTS_READ, ScopeError, parse_scopes
+from auth.tokens import hash_secret, issue_access_token, revoke_token
+from auth.verifier import InvalidToken, TokenVerifier
+from server.kit.clock import FrozenClock, SystemClock
+from server.kit.db import Database
+from server.kit.errors import PaywardenError
+from server.models import AccessToken, AuditEvent
+from server.tenancy.service import create_agent, create_org
+
+AUDIENCE = "http://127.0.0.1:8402/mcp"
+
+
+def _agent(db: Database) -> tuple[str, str]:
+    now = SystemClock().now()
+    with db.write() as session:
+        org = create_org(session, name="acme", actor="test", now=now)
+        agent = create_agent(session, org=org, name="bot", network="eip155:84532", actor="test", now=now)
+    return org.id, agent.id
+
+
+def _issue(
+    db: Database, org_id: str, agent_id: str | None, clock: FrozenClock, ttl: int = 3600
+) -> tuple[str, str]:
+    with db.write() as session:
+        issued = issue_access_token(
+            session,
+            org_id=org_id,
+            agent_id=agent_id,
+            scopes=frozenset({PAYMENTS_READ}),
+            audience=AUDIENCE,
+            ttl_seconds=ttl,
+            created_by="test",
+            now=clock.now(),
+        )
+    return issued.token_id, issued.token
+
+
+def test_only_the_hash_is_stored_and_the_token_verifies(db: Database) -> None:
+    org_id, agent_id = _agent(db)
+    clock = FrozenClock(SystemClock().now())
+    token_id, token = _issue(db, org_id, agent_id, clock)
+    assert token.startswith("pw_at_")
+    with db.read() as session:
+        row = session.get(AccessToken, token_id)
+        assert row is not None
+        assert row.token_hash == hash_secret(token)
+        assert token not in {str(v) for v in row.model_dump().values()}
+        events = session.exec(select(AuditEvent).where(AuditEvent.subject_id == token_id)).all()
+        assert [e.type for e in events] == ["token.issued"]
+    principal = TokenVerifier(db, clock).verify(token, audience=AUDIENCE)
+    assert (principal.org_id, principal.agent_id, principal.scopes) == (
+        org_id,
+        agent_id,
+        frozenset({PAYMENTS_READ}),
+    )
+
+
+def test_expired_revoked_foreign_and_unknown_tokens_are_refused(db: Database) -> None:
+    org_id, agent_id = _agent(db)
+    clock = FrozenClock(SystemClock().now())
+    verifier = TokenVerifier(db, clock)
+    _, token = _issue(db, org_id, agent_id, clock, ttl=60)
+
+    with pytest.raises(InvalidToken, match="another resource"):
+        verifier.verify(token, audience="https://elsewhere.example/mcp")
+    clock.advance(61)
+    with pytest.raises(InvalidToken, match="expired"):
+        verifier.verify(token, audience=AUDIENCE)
+
+    token_id, token = _issue(db, org_id, agent_id, clock)
+    with db.write() as session:
+        revoke_token(session, token_id=token_id, actor="test", now=clock.now())
+    with pytest.raises(InvalidToken, match="revoked"):
+        verifier.verify(token, audience=AUDIENCE)
+
+    with pytest.raises(InvalidToken, match="not known"):
+        verifier.verify("pw_at_" + "x" * 43, audience=AUDIENCE)
+    with pytest.raises(InvalidToken, match="malformed"):
+        verifier.verify("Bearer nonsense", audience=AUDIENCE)
+
+
+def test_an_agent_token_can_never_carry_admin(db: Database) -> None:
+    org_id, agent_id = _agent(db)
+    with pytest.raises(ScopeError):
+        parse_scopes("payments:read admin", for_agent=True)
+    with pytest.raises(ScopeError):
+        parse_scopes("payments:read wallet:drain", for_agent=True)
+    with db.write() as session, pytest.raises(PaywardenError):
+        issue_access_token(
+            session,
+            org_id=org_id,
+            agent_id=agent_id,
+            scopes=frozenset({ADMIN}),
+            audience=AUDIENCE,
+            ttl_seconds=60,
+            created_by="test",
+            now=SystemClock().now(),
+        )
+
+
+def test_ttl_bounds_are_enforced(db: Database) -> None:
+    org_id, agent_id = _agent(db)
+    clock = FrozenClock(SystemClock().now())
+    with pytest.raises(PaywardenError):
+        _issue(db, org_id, agent_id, clock, ttl=10)
+    with pytest.raises(PaywardenError):
+        _issue(db, org_id, agent_id, clock, ttl=int(timedelta(days=400).total_seconds()))
