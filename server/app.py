@@ -19,6 +19,7 @@ from starlette.routing import Route
 
 from server.jobs.runner import JobRunner
 from server.kit.clock import Clock
+from server.kit.logs import configure_logging
 from server.kit.migrations import current_revision, head_revision
 from server.mcp.auth import BearerAuthMiddleware
 from server.mcp.server import build_mcp_server
@@ -81,4 +82,6 @@ def create_app(
 
 def create_app_from_env() -> Starlette:
     """Factory for `uvicorn --factory` and multi-worker serving."""
-    return create_app(load_settings())
+    settings = load_settings()
+    configure_logging(settings.log_format)
+    return create_app(settings)

@@ -53,7 +53,7 @@ def serve(
         host=host,
         port=port,
         workers=workers,
-        log_level="warning",
+        log_config=None,  # the workers log through configure_logging (PAYWARDEN_LOG_FORMAT)
         proxy_headers=False,
     )
 
