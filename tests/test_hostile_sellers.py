@@ -563,3 +563,33 @@ async def test_control_plane_unavailable_sends_nothing(
             error = error_of(await fetch(client, hostile_seller.url(path)))
     assert error["code"] == "control_plane_unavailable"
     assert hostile_seller.requests(path) == 0
+
+
+async def test_a_receipt_that_cannot_be_recorded_is_reported_unknown(
+    client: Client,
+    db: Database,
+    agent: AgentSetup,
+    hostile_seller: HostileSeller,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from sqlalchemy.exc import OperationalError
+
+    from server.payments.purchase import PurchaseService
+
+    update = PurchaseService._update
+
+    def failing_update(
+        self: PurchaseService, principal: Any, intent_id: str, to: str, event: str, **fields: Any
+    ) -> Any:
+        if to == "settlement_pending":
+            raise OperationalError("UPDATE payment_intents", {}, Exception("database went away"))
+        return update(self, principal, intent_id, to, event, **fields)
+
+    monkeypatch.setattr(PurchaseService, "_update", failing_update)
+    path = hostile_seller.path("honest")
+    paid = structured(await fetch(client, hostile_seller.url(path)))
+    # The seller served and the payment happened; only our record of the receipt is missing.
+    assert paid["status"] == "paid"
+    assert paid["receipt"]["state"] == "unknown"
+    assert hostile_seller.signatures(path) == 1
+    assert intent(db, paid["intentId"]).status == "submitted"
