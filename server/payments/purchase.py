@@ -64,7 +64,7 @@ from server.wallets.service import active_wallet, signer_for
 from server.x402.authorization import build_authorization, payment_header, typed_data
 from server.x402.challenge import Challenge, ChallengeError, decode_payment_required, decode_v1_body, host_of
 from server.x402.headers import PAYMENT_REQUIRED, PAYMENT_RESPONSE, X_PAYMENT_RESPONSE
-from server.x402.instructions import any_instructions
+from server.x402.instructions import any_instructions, visible_text
 from server.x402.receipt import SettlementReceipt, decode_payment_response
 from server.x402.selection import NoPayableEntry as NoOffer
 from server.x402.selection import Selection, select_offer
@@ -458,7 +458,9 @@ def _receipt(response: SellerResponse, challenge: Challenge) -> SettlementReceip
 
 
 def _body_text(response: SellerResponse) -> str:
-    return response.body[:MAX_CHALLENGE_TEXT_BYTES].decode("utf-8", errors="ignore")
+    """The 402's own body as text a reader would see (an HTML paywall's scripts are not text)."""
+    text = response.body[:MAX_CHALLENGE_TEXT_BYTES].decode("utf-8", errors="ignore")
+    return visible_text(text, response.content_type)
 
 
 def _seller_reason(receipt: SettlementReceipt | None, response: SellerResponse) -> str | None:

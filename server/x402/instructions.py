@@ -13,6 +13,7 @@ letters), zero-width characters, punctuation and runs of white space between wor
 
 from __future__ import annotations
 
+import html
 import re
 import unicodedata
 
@@ -61,7 +62,7 @@ _PATTERNS = tuple(
         r"\b(?:increase|raise|remove|disable|lift|turn\s+off|double)\s+(?:your|the\s+agent s|the)\s+"
         r"(?:spending\s+|daily\s+|payment\s+|budget\s+)?(?:limit|cap|budget|policy|threshold|approval)s?\b",
         r"\bpropose_rule\b|\bfetch_paid\b|\bget_budget\b|\bquote_payment\b|\bget_approval_status\b",
-        r"\b(?:call|invoke|use|run)\s+(?:the\s+)?(?:tool|function)\s+\w+",
+        r"\b(?:call|invoke|use|run)\s+the\s+(?:tool|function)\s+\w+",
         # prompt-format markers that only mean something to a model
         r"<\|?(?:im_start|im_end|system|assistant|user|endoftext)\|?>|\[/?inst\]|<</?sys>>|###\s*(?:system|instruction)",
         # a few other languages
@@ -78,6 +79,17 @@ def normalise(text: str) -> str:
     # Punctuation between words becomes a space (keeps 0x addresses and tool_names intact).
     text = re.sub(r"[^\w$|<>\[\]/#]+", " ", text)
     return re.sub(r"\s+", " ", text).strip()
+
+
+_SCRIPT = re.compile(r"<(script|style)\b.*?(?:</\1\s*>|$)", re.IGNORECASE | re.DOTALL)
+_TAG = re.compile(r"<[^>]{0,2000}>")
+
+
+def visible_text(body: str, content_type: str) -> str:
+    """What a person would read of a body: HTML loses its scripts, styles and tags."""
+    if "html" not in content_type.lower():
+        return body
+    return html.unescape(_TAG.sub(" ", _SCRIPT.sub(" ", body)))
 
 
 def looks_like_instructions(text: str | None) -> bool:
