@@ -288,6 +288,15 @@ async def test_a_seller_stalling_before_the_challenge_times_out_and_nothing_is_p
     assert await budget_spent(client) == "0.00"
 
 
+async def test_no_payment_is_signed_when_the_deadline_is_nearly_spent(
+    client: Client, db: Database, agent: AgentSetup, hostile_seller: HostileSeller
+) -> None:
+    path = hostile_seller.path("slow402")  # the challenge comes 2.5 s into a 3 s exchange
+    error = error_of(await fetch(client, hostile_seller.url(path)))
+    assert error["code"] == "seller_timeout"
+    assert_nothing_paid(db, agent, hostile_seller, path)
+
+
 async def test_a_seller_stalling_after_paying_is_outcome_unknown_until_the_chain_says(
     client: Client, db: Database, agent: AgentSetup, hostile_seller: HostileSeller, chain: ChainService
 ) -> None:

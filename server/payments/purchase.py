@@ -71,7 +71,8 @@ from server.x402.selection import Selection, select_offer
 
 log = logging.getLogger(__name__)
 
-# Below this much time left in the exchange, a payment is not signed: its answer could not arrive.
+# Below this much time left in the exchange (or a quarter of it, for short deadlines), a payment is
+# not signed: its answer could hardly arrive in time.
 MIN_SECONDS_FOR_PAID_REQUEST = 1.0
 # How much of a 402's own body is read for instruction-like text.
 MAX_CHALLENGE_TEXT_BYTES = 32 * 1024
@@ -94,6 +95,7 @@ class PurchaseService:
         self._chain = chain
         self._clock = clock
         self._settlement = SettlementChecker(db=db, chain=chain, clock=clock)
+        self._min_time_for_paid_request = min(MIN_SECONDS_FOR_PAID_REQUEST, settings.fetch_timeout_ms / 4000)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -143,7 +145,7 @@ class PurchaseService:
         if context.wallet is None:
             raise WalletNotConfigured()
         await self._check_balance(principal, context.agent, context.wallet, selection)
-        if deadline - anyio.current_time() < MIN_SECONDS_FOR_PAID_REQUEST:
+        if deadline - anyio.current_time() < self._min_time_for_paid_request:
             raise SellerTimeout()
 
         facts = ledger.PurchaseFacts(

@@ -41,6 +41,7 @@ NETWORK = "eip155:84532"
 HUGE_BYTES = 50 * 1024 * 1024
 STALL_STEP_S = 0.1
 STALL_LIMIT_S = 30.0
+SLOW_CHALLENGE_S = 2.5
 
 
 @dataclass
@@ -431,6 +432,13 @@ class HostileSeller:
 
     async def scenario_stall402(self, ex: Exchange) -> None:
         await self._trickle(ex, b"HTTP/1.1 402 Payment Required\r\nContent-Type: application/json\r\n")
+
+    async def scenario_slow402(self, ex: Exchange) -> None:
+        """A challenge that arrives when most of the buyer's deadline is gone."""
+        if ex.payment is None:
+            await asyncio.sleep(SLOW_CHALLENGE_S)
+        if await self._ask(ex):
+            await ex.respond(200, b'{"data": "premium"}')
 
     async def scenario_stall_head(self, ex: Exchange) -> None:
         offer = self.offer()
