@@ -602,3 +602,16 @@ async def test_a_receipt_that_cannot_be_recorded_is_reported_unknown(
     assert paid["receipt"]["state"] == "unknown"
     assert hostile_seller.signatures(path) == 1
     assert intent(db, paid["intentId"]).status == "submitted"
+
+
+@pytest.mark.parametrize("scenario", ["redirect-away", "downgrade"])
+async def test_a_redirect_elsewhere_before_paying_is_returned_as_it_is(
+    client: Client, db: Database, agent: AgentSetup, hostile_seller: HostileSeller, scenario: str
+) -> None:
+    path = hostile_seller.path(scenario)
+    result = structured(await fetch(client, hostile_seller.url(path)))
+    assert result["status"] == "ok"
+    assert result["httpStatus"] == 302
+    assert result["redirectNotFollowed"] is True
+    assert hostile_seller.requests(path) == 1
+    assert intents_of(db, agent) == []
