@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from auth.verifier import TokenVerifier
+from server.chain.reconcile import SettlementReconciler
 from server.chain.service import ChainService
+from server.chain.watch import OutOfPolicyWatch
 from server.jobs.runner import Job
 from server.kit.clock import Clock, SystemClock
 from server.kit.db import Database
@@ -39,6 +41,10 @@ def build_services(settings: Settings, *, clock: Clock | None = None, db: Databa
     )
     chain = ChainService(settings.rpc_urls)
     purchases = PurchaseService(db=db, settings=settings, sellers=sellers, chain=chain, clock=clock)
+    jobs: list[Job] = [
+        SettlementReconciler(db=db, chain=chain, clock=clock),
+        OutOfPolicyWatch(db=db, chain=chain, clock=clock, assets=settings.assets),
+    ]
     return Services(
         settings=settings,
         db=db,
@@ -47,4 +53,5 @@ def build_services(settings: Settings, *, clock: Clock | None = None, db: Databa
         sellers=sellers,
         chain=chain,
         purchases=purchases,
+        jobs=jobs,
     )

@@ -1,10 +1,18 @@
-"""Chain access per network, configured by PAYWARDEN_RPC_URLS. No RPC, no on-chain claims."""
+"""Chain access per network, configured by PAYWARDEN_RPC_URLS. No RPC, no on-chain claims.
+
+Every method answers None (or raises RpcError for the scanners, which retry on their next pass)
+when the chain cannot be asked: a missing RPC never turns into a guess.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 from server.chain.rpc import JsonRpc, RpcError
 from server.chain.settlement import ExpectedTransfer, SettlementFinding, find_settlement, usdc_balance
 from server.models import PaymentIntent
+
+LOG_CHUNK_BLOCKS = 2_000
 
 
 class ChainService:
@@ -15,8 +23,18 @@ class ChainService:
         for rpc in self._rpcs.values():
             await rpc.aclose()
 
+    @property
+    def networks(self) -> tuple[str, ...]:
+        return tuple(self._rpcs)
+
     def has_rpc(self, network: str) -> bool:
         return network in self._rpcs
+
+    def _rpc(self, network: str) -> JsonRpc:
+        rpc = self._rpcs.get(network)
+        if rpc is None:
+            raise RpcError(f"no RPC configured for {network}")
+        return rpc
 
     async def find_settlement(self, intent: PaymentIntent) -> SettlementFinding | None:
         """The chain's answer for this intent, or None when it cannot be asked (no RPC, RPC down)."""
@@ -30,8 +48,10 @@ class ChainService:
             amount_atomic=intent.amount_atomic,
             nonce=intent.nonce,
         )
+        # The seller's claimed transaction is only a place to look first; the logs decide.
+        hint = intent.tx_hash or intent.seller_tx_hash
         try:
-            return await find_settlement(rpc, expected, tx_hash=intent.tx_hash)
+            return await find_settlement(rpc, expected, tx_hash=hint)
         except (RpcError, KeyError, ValueError, TypeError):
             return None
 
@@ -43,3 +63,46 @@ class ChainService:
             return await usdc_balance(rpc, asset=asset, owner=owner)
         except (RpcError, ValueError):
             return None
+
+    # -- reads for the scanners (raise RpcError) -------------------------------------------
+
+    async def block_number(self, network: str) -> int:
+        return _quantity(await self._rpc(network).call("eth_blockNumber", []))
+
+    async def block_timestamp(self, network: str, number: int) -> int:
+        block = await self._rpc(network).call("eth_getBlockByNumber", [hex(number), False])
+        if not isinstance(block, dict):
+            raise RpcError("block not found")
+        return _quantity(block.get("timestamp"))
+
+    async def logs(
+        self, network: str, *, address: str, topics: list[str | None], from_block: int, to_block: int
+    ) -> list[dict[str, Any]]:
+        """eth_getLogs over a block range, asked in chunks providers accept."""
+        rpc = self._rpc(network)
+        found: list[dict[str, Any]] = []
+        start = from_block
+        while start <= to_block:
+            end = min(start + LOG_CHUNK_BLOCKS - 1, to_block)
+            result = await rpc.call(
+                "eth_getLogs",
+                [{"address": address, "fromBlock": hex(start), "toBlock": hex(end), "topics": topics}],
+            )
+            if not isinstance(result, list):
+                raise RpcError("eth_getLogs returned no list")
+            found.extend(log for log in result if isinstance(log, dict) and not log.get("removed"))
+            start = end + 1
+        return found
+
+    async def receipt_logs(self, network: str, tx_hash: str) -> list[dict[str, Any]]:
+        receipt = await self._rpc(network).call("eth_getTransactionReceipt", [tx_hash])
+        if not isinstance(receipt, dict):
+            raise RpcError("receipt not found")
+        logs = receipt.get("logs")
+        return [log for log in logs if isinstance(log, dict)] if isinstance(logs, list) else []
+
+
+def _quantity(value: Any) -> int:
+    if not isinstance(value, str) or not value.startswith("0x"):
+        raise RpcError("not a hex quantity")
+    return int(value, 16)

@@ -13,11 +13,14 @@ from typing import Any
 
 from eth_hash.auto import keccak
 
-from server.chain.rpc import JsonRpc
+from server.chain.rpc import JsonRpc, RpcError
 
 TRANSFER_TOPIC = "0x" + keccak(b"Transfer(address,address,uint256)").hex()
+APPROVAL_TOPIC = "0x" + keccak(b"Approval(address,address,uint256)").hex()
 AUTHORIZATION_USED_TOPIC = "0x" + keccak(b"AuthorizationUsed(address,bytes32)").hex()
+AUTHORIZATION_STATE_SELECTOR = "0x" + keccak(b"authorizationState(address,bytes32)").hex()[:8]
 LOOKBACK_BLOCKS = 20_000
+SEARCH_CHUNK_BLOCKS = 2_000
 
 
 def address_topic(address: str) -> str:
@@ -88,23 +91,50 @@ async def find_settlement(
             logs = receipt.get("logs") or []
             if any(_is_authorization_used(log, expected) for log in logs):
                 return _matching_transfer(logs, expected)
+    if await _authorization_unused(rpc, expected):
+        return SettlementFinding(False)
     latest = int(await rpc.call("eth_blockNumber", []), 16)
-    used = await rpc.call(
-        "eth_getLogs",
-        [
-            {
-                "address": expected.asset,
-                "fromBlock": hex(max(0, latest - LOOKBACK_BLOCKS)),
-                "toBlock": "latest",
-                "topics": [AUTHORIZATION_USED_TOPIC, address_topic(expected.payer), expected.nonce.lower()],
-            }
-        ],
-    )
+    used: list[dict[str, Any]] = []
+    # Newest blocks first, in chunks providers accept: a payment is usually seconds old.
+    end = latest
+    while end >= max(0, latest - LOOKBACK_BLOCKS) and not used:
+        start = max(0, end - SEARCH_CHUNK_BLOCKS + 1, latest - LOOKBACK_BLOCKS)
+        found = await rpc.call(
+            "eth_getLogs",
+            [
+                {
+                    "address": expected.asset,
+                    "fromBlock": hex(start),
+                    "toBlock": hex(end),
+                    "topics": [
+                        AUTHORIZATION_USED_TOPIC,
+                        address_topic(expected.payer),
+                        expected.nonce.lower(),
+                    ],
+                }
+            ],
+        )
+        used = [log for log in found or [] if isinstance(log, dict) and not log.get("removed")]
+        end = start - 1
     if not used:
         return SettlementFinding(False)
     receipt = await rpc.call("eth_getTransactionReceipt", [used[0]["transactionHash"]])
     logs = receipt.get("logs") if isinstance(receipt, dict) else None
     return _matching_transfer(logs or [used[0]], expected)
+
+
+async def _authorization_unused(rpc: JsonRpc, expected: ExpectedTransfer) -> bool:
+    """True only when the token says the nonce is still unused: one cheap call saves a log search.
+
+    A token without `authorizationState` (or an RPC that fails the call) gives no answer, and the
+    logs are searched anyway.
+    """
+    data = AUTHORIZATION_STATE_SELECTOR + address_topic(expected.payer)[2:] + expected.nonce.lower()[2:]
+    try:
+        result = await rpc.call("eth_call", [{"to": expected.asset, "data": data}, "latest"])
+    except RpcError:
+        return False
+    return isinstance(result, str) and result.startswith("0x") and len(result) == 66 and int(result, 16) == 0
 
 
 def _is_authorization_used(log: dict[str, Any], expected: ExpectedTransfer) -> bool:

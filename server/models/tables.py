@@ -122,7 +122,8 @@ class PaymentIntent(SQLModel, table=True):
     decision: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
     wallet_mode: str = Field(max_length=20)
     seller_status: int | None = None
-    tx_hash: str | None = Field(default=None, max_length=66)
+    tx_hash: str | None = Field(default=None, max_length=66)  # only ever one found on-chain
+    seller_tx_hash: str | None = Field(default=None, max_length=66)  # what the seller claimed
     failure_code: str | None = Field(default=None, max_length=60)
     seller_reason: str | None = Field(default=None, max_length=500)
     created_at: datetime = _ts()
@@ -150,6 +151,50 @@ class AuditEvent(SQLModel, table=True):
     created_at: datetime = _ts()
     prev_hash: str = Field(max_length=64)
     hash: str = Field(max_length=64)
+
+
+class ChainScanCursor(SQLModel, table=True):
+    """How far the out-of-policy scan has read one wallet's token logs on one network."""
+
+    __tablename__ = "chain_scan_cursors"
+
+    network: str = Field(primary_key=True, max_length=40)
+    asset: str = Field(primary_key=True, max_length=42)
+    address: str = Field(primary_key=True, max_length=42)
+    next_block: int = Field(sa_column=Column(BigInteger, nullable=False))
+    updated_at: datetime = _ts()
+
+
+class OutOfPolicyFinding(SQLModel, table=True):
+    """Money that left an agent's wallet without matching a payment Paywarden allowed.
+
+    One row per agent and token log (transaction hash and log index), so a scan that reads the
+    same blocks twice never reports a movement twice.
+    """
+
+    __tablename__ = "out_of_policy_findings"
+    __table_args__ = (
+        UniqueConstraint("agent_id", "network", "tx_hash", "log_index"),
+        Index("ix_out_of_policy_findings_agent_detected", "agent_id", "detected_at"),
+    )
+
+    id: str = Field(primary_key=True, max_length=40)
+    org_id: str = Field(foreign_key="organizations.id", index=True, max_length=40)
+    agent_id: str = Field(foreign_key="agents.id", max_length=40)
+    wallet_address: str = Field(max_length=42)
+    network: str = Field(max_length=40)
+    asset: str = Field(max_length=42)
+    tx_hash: str = Field(max_length=66)
+    log_index: int
+    block_number: int = Field(sa_column=Column(BigInteger, nullable=False))
+    # unknown_nonce | pay_to_mismatch | amount_mismatch | payment_not_sent | payment_expired
+    # | transfer_without_authorization | approval
+    kind: str = Field(max_length=40)
+    counterparty: str | None = Field(default=None, max_length=42)
+    amount_atomic: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    nonce: str | None = Field(default=None, max_length=66)
+    intent_id: str | None = Field(default=None, max_length=40)
+    detected_at: datetime = _ts()
 
 
 class JobLease(SQLModel, table=True):

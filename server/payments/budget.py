@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlmodel import Session
 
+from server.chain.watch import recent_warnings
 from server.kit.clock import isoformat, next_utc_midnight, utc_day_start
 from server.kit.money import atomic_to_usd, format_usd
 from server.payments.ledger import spent_since
@@ -46,4 +47,5 @@ def budget(session: Session, *, org_id: str, agent_id: str, now: datetime) -> di
         "asset": "USDC",
         "dayResetsAt": isoformat(next_utc_midnight(now)),
         "policyVersion": policy.version,
+        "warnings": recent_warnings(session, agent_id=agent.id, now=now),
     }

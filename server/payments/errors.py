@@ -102,3 +102,27 @@ class PaymentOutcomeUnknown(SellerFailure):
         "The signed payment was sent but the seller's answer was lost. Check list_payments; retrying with "
         "the same idempotencyKey never charges twice."
     )
+
+
+class ControlPlaneUnavailable(PaywardenError):
+    code = "control_plane_unavailable"
+    message = "The agent's policy or allowed hosts could not be loaded, so nothing was requested."
+
+
+class InsufficientFunds(PaywardenError):
+    code = "insufficient_funds"
+    message = "The paying wallet holds less USDC than this payment on its network, so nothing was signed."
+
+
+# Failure codes of payments whose signed authorisation never left Paywarden: money can only move
+# for one of these if the wallet's key is used elsewhere.
+NEVER_SENT_FAILURES = frozenset(
+    {
+        "signing_failed",
+        "amount_exceeds_max",
+        "seller_unreachable",
+        "seller_timeout",
+        "private_address_blocked",
+        "invalid_input",
+    }
+)

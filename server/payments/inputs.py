@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 from server.kit.errors import InvalidInput
 from server.kit.money import AmountError, parse_usd
 from server.policy.hosts import HostPatternError, normalize_host
+from server.sellers.addresses import AddressPolicy, InvalidHost, IPAddress, parse_ip_literal
 from server.x402.headers import PAYMENT_HEADERS
 
 MAX_URL_LENGTH = 2048
@@ -29,18 +30,23 @@ _HOP_BY_HOP = frozenset(
         "keep-alive",
         "te",
         "trailer",
+        "trailers",
         "transfer-encoding",
         "upgrade",
         "content-length",
         "expect",
-        "proxy-connection",
+        "http2-settings",
     }
 )
 _RESERVED = frozenset({"authorization", "host", "cookie", "x-org-api-key"}) | PAYMENT_HEADERS | _HOP_BY_HOP
+# Whole families: proxy headers, and anything that looks like it carries or steers a payment.
+_RESERVED_PREFIXES = ("proxy-", "payment-", "x-payment")
 _CREDENTIAL = re.compile(
-    r"(pw_(at|rt|cs)_[A-Za-z0-9_-]{16,})|(pwmk_[A-Za-z0-9_-]{20,})|((?<![0-9A-Za-z])(0x)?[0-9a-fA-F]{64}(?![0-9A-Za-z]))"
+    r"(pw_(at|rt|cs)_[A-Za-z0-9_-]{16,})"  # Paywarden tokens and client secrets
+    r"|(pwmk_[A-Za-z0-9_-]{20,})"  # the master key
+    r"|((?<![0-9A-Za-z])(0x)?[0-9a-fA-F]{64}(?![0-9A-Za-z]))"  # shaped like a wallet private key
+    r"|(-----BEGIN ([A-Z]+ )?PRIVATE KEY-----)"  # PEM keys (CDP API secrets among them)
 )
-_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,35 @@ class FetchPaidInput:
     path: str
 
 
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _literal(host: str) -> IPAddress | None:
+    """The address a numeric host means in any spelling (0x7f.1 is 127.0.0.1), or None for a name."""
+    try:
+        return parse_ip_literal(host)
+    except InvalidHost as exc:
+        raise InvalidInput("invalid_url") from exc
+
+
+def _is_loopback(host: str, literal: IPAddress | None) -> bool:
+    if literal is None:
+        return host == "localhost"
+    return AddressPolicy().is_loopback(literal)
+
+
+def _is_paywarden(host: str, port: int, literal: IPAddress | None, public_host: str) -> bool:
+    """The URL points at Paywarden's own public address (any port of a public name)."""
+    public = urlsplit("//" + public_host)
+    public_name = (public.hostname or "").rstrip(".").lower()
+    if host != public_name:
+        return False
+    if literal is not None or host == "localhost":
+        # On loopback other ports are other programs (sellers in development, for one).
+        return public.port is None or public.port == port
+    return True
+
+
 def _contains_credential(value: str, bearer: str | None) -> bool:
     return bool((bearer and bearer in value) or _CREDENTIAL.search(value))
 
@@ -68,25 +103,27 @@ def validate_fetch_paid(
         raise InvalidInput("invalid_url")
     if len(url) > MAX_URL_LENGTH:
         raise InvalidInput("invalid_url", "The URL is longer than 2048 characters.")
+    if any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in url) or "\\" in url:
+        raise InvalidInput("invalid_url")
     try:
         parts = urlsplit(url)
         port = parts.port
     except ValueError as exc:
         raise InvalidInput("invalid_url") from exc
-    if parts.scheme not in ("https", "http") or not parts.hostname:
-        raise InvalidInput("https_required" if parts.scheme else "invalid_url")
+    if parts.scheme and parts.scheme not in ("https", "http"):
+        raise InvalidInput("https_required", "The URL must be https://.")
+    if not parts.scheme or not parts.hostname:
+        raise InvalidInput("invalid_url")
     if parts.username is not None or parts.password is not None:
         raise InvalidInput("url_credentials", "The URL carries a user name or password.")
-    if any(ch.isspace() for ch in url) or "\\" in url:
-        raise InvalidInput("invalid_url")
     try:
         host = normalize_host(parts.hostname)
     except HostPatternError as exc:
         raise InvalidInput("invalid_url") from exc
-    if parts.scheme == "http" and not (allow_private_hosts and host in _LOOPBACK):
+    literal = _literal(host)
+    if parts.scheme == "http" and not (allow_private_hosts and _is_loopback(host, literal)):
         raise InvalidInput("https_required", "The URL must be https://.")
-    netloc_host = host if port is None else f"{host}:{port}"
-    if host == public_host.split(":")[0] and (netloc_host == public_host or port is None):
+    if _is_paywarden(host, port or _DEFAULT_PORTS[parts.scheme], literal, public_host):
         raise InvalidInput("paywarden_api_url", "The URL is Paywarden itself.")
 
     method = arguments.get("method") or "GET"
@@ -128,7 +165,7 @@ def validate_fetch_paid(
     if origin is not None and origin not in ORIGINS:
         raise InvalidInput("invalid_origin", "origin must be user, web or agent.")
 
-    texts = [url, *(f"{k}: {v}" for k, v in headers.items()), body_value or ""]
+    texts = [url, *(f"{k}: {v}" for k, v in headers.items()), body_value or "", key or ""]
     if any(_contains_credential(text, bearer) for text in texts):
         raise InvalidInput("contains_credential", "The input contains a credential, so nothing was sent.")
 
@@ -159,7 +196,7 @@ def _validate_headers(value: Any) -> dict[str, str]:
         if any(ch in item for ch in "\r\n\0") or len(item) > 8192:
             raise InvalidInput("invalid_header", "A header name or value is not valid.")
         lowered = name.lower()
-        if lowered in _RESERVED or lowered.startswith("proxy-"):
+        if lowered in _RESERVED or lowered.startswith(_RESERVED_PREFIXES):
             raise InvalidInput("reserved_header", "That header cannot be set.", header=lowered)
         headers[name] = item
     return headers

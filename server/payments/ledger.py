@@ -110,6 +110,7 @@ class PurchaseFacts:
     selection: Selection
     payer: str
     wallet_mode: str
+    instruction_like_description: bool = False
 
 
 @dataclass(frozen=True)
@@ -150,6 +151,7 @@ def reserve(
         pay_to=selection.pay_to,
         amount_atomic=selection.amount_atomic,
         resource_host=facts.resource_host,
+        instruction_like_description=facts.instruction_like_description,
     )
     decision = evaluate(policy, payment, usage_for(session, agent_id=agent.id, policy=policy, now=now))
     record = _decision_record(decision, facts)

@@ -13,24 +13,30 @@ the authorisation can no longer settle, and is reported with the intent and idem
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from decimal import Decimal
 
 import anyio
+from sqlalchemy.exc import SQLAlchemyError
 
 from auth.principal import Principal
+from server.chain.reconcile import SettlementChecker
 from server.chain.service import ChainService
 from server.kit.clock import Clock
 from server.kit.db import Database
+from server.kit.errors import PaywardenError
 from server.kit.money import atomic_to_usd, format_usd
 from server.models import Agent, PaymentIntent, Wallet
 from server.payments import ledger
 from server.payments.errors import (
     AmountExceedsMax,
     ApprovalRequired,
+    ControlPlaneUnavailable,
     HostNotAllowed,
     IdempotencyKeyReused,
+    InsufficientFunds,
     IntentNotReplayable,
     InvalidPaymentRequired,
     NoPayableEntry,
@@ -39,6 +45,7 @@ from server.payments.errors import (
     PaymentOutcomeUnknown,
     PaymentRejectedBySeller,
     PolicyDenied,
+    ResourceMismatch,
     SigningFailed,
     WalletNotConfigured,
 )
@@ -49,19 +56,26 @@ from server.policy.engine import host_allowed
 from server.policy.model import Policy
 from server.policy.service import current_policy
 from server.sellers.client import REDIRECT_STATUSES, SellerClient, SellerRequest, SellerResponse
-from server.sellers.errors import ResponseLost, SellerUnreachable
-from server.settings import Settings
+from server.sellers.errors import ResponseLost, SellerTimeout
+from server.settings import SUPPORTED_NETWORKS, Settings
 from server.signers.base import SignerError
 from server.tenancy.service import find_agent
 from server.wallets.service import active_wallet, signer_for
-from server.x402.authorization import build_authorization, encode_payment_signature, typed_data
-from server.x402.challenge import Challenge, ChallengeError, decode_payment_required
-from server.x402.headers import PAYMENT_REQUIRED, PAYMENT_RESPONSE, PAYMENT_SIGNATURE
+from server.x402.authorization import build_authorization, payment_header, typed_data
+from server.x402.challenge import Challenge, ChallengeError, decode_payment_required, decode_v1_body, host_of
+from server.x402.headers import PAYMENT_REQUIRED, PAYMENT_RESPONSE, X_PAYMENT_RESPONSE
+from server.x402.instructions import any_instructions, visible_text
 from server.x402.receipt import SettlementReceipt, decode_payment_response
 from server.x402.selection import NoPayableEntry as NoOffer
 from server.x402.selection import Selection, select_offer
 
 log = logging.getLogger(__name__)
+
+# Below this much time left in the exchange (or a quarter of it, for short deadlines), a payment is
+# not signed: its answer could hardly arrive in time.
+MIN_SECONDS_FOR_PAID_REQUEST = 1.0
+# How much of a 402's own body is read for instruction-like text.
+MAX_CHALLENGE_TEXT_BYTES = 32 * 1024
 
 
 @dataclass(frozen=True)
@@ -80,6 +94,8 @@ class PurchaseService:
         self._sellers = sellers
         self._chain = chain
         self._clock = clock
+        self._settlement = SettlementChecker(db=db, chain=chain, clock=clock)
+        self._min_time_for_paid_request = min(MIN_SECONDS_FOR_PAID_REQUEST, settings.fetch_timeout_ms / 4000)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -96,8 +112,14 @@ class PurchaseService:
     # -- the flow --------------------------------------------------------------------------
 
     async def fetch_paid(self, principal: Principal, request: FetchPaidInput) -> FreeOutcome | PaidOutcome:
+        # One deadline for the whole exchange with the seller: the request, its redirects and the
+        # paid request.
         deadline = anyio.current_time() + self._settings.fetch_timeout_ms / 1000
-        context = await self._db.run(self._load, principal)
+        try:
+            context = await self._db.run(self._load, principal)
+        except SQLAlchemyError as exc:
+            log.exception("could not load the agent's policy")
+            raise ControlPlaneUnavailable() from exc
         if not host_allowed(context.policy, request.host):
             await self._db.run(self._audit_host_denied, principal, context.agent, request)
             raise HostNotAllowed(host=request.host)
@@ -109,7 +131,7 @@ class PurchaseService:
                 return await self._resume(existing, fingerprint)
         key = request.idempotency_key or new_idempotency_key()
 
-        first = await self._sellers.fetch_before_payment(
+        first = await self._sellers.fetch(
             SellerRequest(request.method, request.url, request.headers, request.body), deadline=deadline
         )
         if first.status != 402:
@@ -118,8 +140,13 @@ class PurchaseService:
         challenge = self._read_challenge(first)
         selection = self._select(challenge, context.policy)
         self._check_max(selection.amount_atomic, request.max_amount_usd)
+        resource_host = self._check_resource(request.host, challenge, selection)
+        instruction_like = any_instructions([*challenge.seller_texts(), _body_text(first)])
         if context.wallet is None:
             raise WalletNotConfigured()
+        await self._check_balance(principal, context.agent, context.wallet, selection)
+        if deadline - anyio.current_time() < self._min_time_for_paid_request:
+            raise SellerTimeout()
 
         facts = ledger.PurchaseFacts(
             idempotency_key=key,
@@ -130,10 +157,11 @@ class PurchaseService:
             resource=first.url.split("?", 1)[0],
             origin=request.origin,
             x402_version=challenge.x402_version,
-            resource_host=challenge.resource_host,
+            resource_host=resource_host,
             selection=selection,
             payer=context.wallet.address,
             wallet_mode=context.wallet.mode,
+            instruction_like_description=instruction_like,
         )
         reservation = await self._db.run(self._reserve, principal, context.agent, facts)
         if reservation.existing is not None:
@@ -146,7 +174,7 @@ class PurchaseService:
             raise ApprovalRequired(reason=decision.hold_reason)
         assert reservation.intent is not None
         return await self._pay(
-            principal, reservation.intent, context.wallet, challenge, selection, first, request
+            principal, reservation.intent, context.wallet, challenge, selection, first, request, deadline
         )
 
     def _reserve(self, principal: Principal, agent: Agent, facts: ledger.PurchaseFacts) -> ledger.Reservation:
@@ -170,13 +198,76 @@ class PurchaseService:
             )
 
     def _read_challenge(self, response: SellerResponse) -> Challenge:
+        """x402 v2 from the PAYMENT-REQUIRED header; without one, x402 v1 from the JSON body."""
         header = response.headers.get(PAYMENT_REQUIRED)
-        if not header:
-            raise InvalidPaymentRequired()
         try:
-            return decode_payment_required(header)
+            if header:
+                return decode_payment_required(header)
+            return decode_v1_body(response.body)
         except ChallengeError as exc:
             raise InvalidPaymentRequired() from exc
+
+    @staticmethod
+    def _check_resource(host: str, challenge: Challenge, selection: Selection) -> str | None:
+        """The host the challenge asks to be paid for; another host than the URL's is refused."""
+        named = selection.offer.resource_url or challenge.resource_url
+        if named is None:
+            return None
+        resource_host = host_of(named)
+        if resource_host != host:
+            raise ResourceMismatch()
+        return resource_host
+
+    async def _check_balance(
+        self, principal: Principal, agent: Agent, wallet: Wallet, selection: Selection
+    ) -> None:
+        """Advisory: with an RPC for the network, refuse before signing when the wallet cannot pay.
+
+        The balance can change before the seller settles, and an RPC that does not answer skips
+        the check; the seller's facilitator has the last word either way.
+        """
+        balance = await self._chain.balance(
+            network=selection.network, asset=selection.asset, owner=wallet.address
+        )
+        if balance is None or balance >= selection.amount_atomic:
+            return
+        network_name = SUPPORTED_NETWORKS.get(selection.network, selection.network)
+        have = format_usd(balance, atomic=True)
+        need = format_usd(selection.amount_atomic, atomic=True)
+        short = f"{wallet.address[:6]}…{wallet.address[-4:]}"
+        await self._db.run(self._audit_insufficient, principal, agent, wallet, selection, have, need)
+        raise InsufficientFunds(
+            summary=(
+                f"Wallet {short} holds {have} USDC on {network_name}, and this payment needs {need} USDC. "
+                "Nothing was signed or paid."
+            ),
+            payer=wallet.address,
+            network=selection.network,
+            networkName=network_name,
+            balanceUsdc=have,
+            amountUsdc=need,
+        )
+
+    def _audit_insufficient(
+        self, principal: Principal, agent: Agent, wallet: Wallet, selection: Selection, have: str, need: str
+    ) -> None:
+        from server.audit.service import record
+
+        with self._db.write() as session:
+            record(
+                session,
+                org_id=agent.org_id,
+                type="payment.insufficient_funds",
+                actor=principal.actor,
+                agent_id=agent.id,
+                data={
+                    "payer": wallet.address,
+                    "network": selection.network,
+                    "balanceUsd": have,
+                    "amountUsd": need,
+                },
+                now=self._clock.now(),
+            )
 
     def _select(self, challenge: Challenge, policy: Policy) -> Selection:
         try:
@@ -202,6 +293,7 @@ class PurchaseService:
         selection: Selection,
         first: SellerResponse,
         request: FetchPaidInput,
+        deadline: float,
     ) -> PaidOutcome:
         try:
             signer = signer_for(wallet, self._settings.master)
@@ -234,7 +326,7 @@ class PurchaseService:
             )
             raise
 
-        header = encode_payment_signature(challenge, selection, authorization, signature)
+        header_name, header_value = payment_header(challenge, selection, authorization, signature)
         intent = await self._db.run(
             self._update,
             principal,
@@ -244,11 +336,13 @@ class PurchaseService:
             submitted_at=self._clock.now(),
         )
         paid_request = SellerRequest(
-            request.method, first.url, {**request.headers, PAYMENT_SIGNATURE: header}, request.body
+            request.method, first.url, {**request.headers, header_name: header_value}, request.body
         )
-        deadline = anyio.current_time() + self._settings.fetch_timeout_ms / 1000
         try:
-            response = await self._sellers.send(paid_request, deadline=deadline, after_payment=True)
+            # Once, to the URL that asked, at the address that asked: never a redirect, never a retry.
+            response = await self._sellers.send(
+                paid_request, deadline=deadline, after_payment=True, pin=first.peer
+            )
         except ResponseLost as exc:
             await self._db.run(
                 self._update,
@@ -259,55 +353,61 @@ class PurchaseService:
                 failure_code="answer_lost",
             )
             raise PaymentOutcomeUnknown(intentId=intent.id, idempotencyKey=intent.idempotency_key) from exc
-        except SellerUnreachable:
-            # The connection never opened: the signature did not leave this process.
+        except PaywardenError as exc:
+            # Refused before a byte was written (unreachable, blocked, out of time): the signed
+            # authorisation never left this process, so it can never move money.
             await self._db.run(
+                self._update, principal, intent.id, "failed", "payment.failed", failure_code=exc.code
+            )
+            raise
+        return await self._record_answer(principal, intent, response, challenge)
+
+    async def _record_answer(
+        self, principal: Principal, intent: PaymentIntent, response: SellerResponse, challenge: Challenge
+    ) -> PaidOutcome:
+        receipt = _receipt(response, challenge)
+        claimed = receipt.transaction if receipt else None
+        now = self._clock.now()
+        served = 200 <= response.status < 300 and not (receipt is not None and not receipt.success)
+        if served:
+            try:
+                intent = await self._db.run(
+                    self._update,
+                    principal,
+                    intent.id,
+                    "settlement_pending",
+                    "payment.receipt",
+                    seller_status=response.status,
+                    seller_tx_hash=claimed,
+                    completed_at=now,
+                )
+            except SQLAlchemyError:
+                # The seller served and was paid; only our record of it failed. Say so, no more.
+                log.exception("could not record the receipt of intent %s", intent.id)
+                return PaidOutcome(
+                    intent, response.status, False, body_of(response), response.body_error, "unknown"
+                )
+            intent = await self.verify_settlement(principal, intent)
+            return PaidOutcome(intent, response.status, False, body_of(response), response.body_error)
+
+        reason = _seller_reason(receipt, response)
+        rejected = response.status == 402 or (receipt is not None and not receipt.success)
+        code = "payment_rejected_by_seller" if rejected else "payment_not_completed"
+        try:
+            intent = await self._db.run(
                 self._update,
                 principal,
                 intent.id,
                 "failed",
                 "payment.failed",
-                failure_code="seller_unreachable",
-            )
-            raise
-        return await self._record_answer(principal, intent, response)
-
-    async def _record_answer(
-        self, principal: Principal, intent: PaymentIntent, response: SellerResponse
-    ) -> PaidOutcome:
-        receipt = decode_payment_response(response.headers.get(PAYMENT_RESPONSE))
-        now = self._clock.now()
-        served = 200 <= response.status < 300 and not (receipt is not None and not receipt.success)
-        if served:
-            intent = await self._db.run(
-                self._update,
-                principal,
-                intent.id,
-                "settlement_pending",
-                "payment.receipt",
                 seller_status=response.status,
-                tx_hash=receipt.transaction if receipt else None,
+                seller_tx_hash=claimed,
+                failure_code=code,
+                seller_reason=reason[:500] if reason else None,
                 completed_at=now,
             )
-            intent = await self.verify_settlement(principal, intent)
-            body = body_of(response)
-            return PaidOutcome(intent, response.status, False, body, response.body_error)
-
-        reason = _seller_reason(receipt, response)
-        rejected = response.status == 402 or (receipt is not None and not receipt.success)
-        code = "payment_rejected_by_seller" if rejected else "payment_not_completed"
-        intent = await self._db.run(
-            self._update,
-            principal,
-            intent.id,
-            "failed",
-            "payment.failed",
-            seller_status=response.status,
-            tx_hash=receipt.transaction if receipt else None,
-            failure_code=code,
-            seller_reason=reason[:500] if reason else None,
-            completed_at=now,
-        )
+        except SQLAlchemyError:
+            log.exception("could not record the failed receipt of intent %s", intent.id)
         fields = {"httpStatus": response.status, **payment_fields(intent)}
         if rejected:
             raise PaymentRejectedBySeller(seller_reason=reason, **fields)
@@ -318,35 +418,16 @@ class PurchaseService:
 
     async def verify_settlement(self, principal: Principal | None, intent: PaymentIntent) -> PaymentIntent:
         """Mark the intent settled if, and only if, the chain shows its transfer."""
-        finding = await self._chain.find_settlement(intent)
-        if finding is None or not finding.found:
-            return intent
         actor = principal.actor if principal else "system:reconciler"
-        if finding.settled:
-            return await self._db.run(
-                self._update_as,
-                actor,
-                intent.id,
-                "settled",
-                "payment.settled",
-                tx_hash=finding.tx_hash,
-                settled_at=self._clock.now(),
-            )
-        return await self._db.run(
-            self._update_as,
-            actor,
-            intent.id,
-            intent.status,
-            "payment.settlement_mismatch",
-            failure_code=f"settlement_mismatch_{finding.mismatch}",
-        )
+        return await self._settlement.check(intent, actor=actor)
 
     # -- replays ---------------------------------------------------------------------------
 
     async def _resume(self, intent: PaymentIntent, fingerprint: str) -> PaidOutcome:
         if intent.fingerprint != fingerprint:
             raise IdempotencyKeyReused()
-        if intent.status in ("submitted", "settlement_pending"):
+        if intent.status in ("submitted", "settlement_pending", "failed"):
+            # A seller may settle after answering badly: the chain, not the answer, decides.
             intent = await self.verify_settlement(None, intent)
         if intent.status in ("settled", "settlement_pending"):
             return PaidOutcome(intent, intent.seller_status, True, None)
@@ -368,7 +449,24 @@ class PurchaseService:
             )
 
 
+def _receipt(response: SellerResponse, challenge: Challenge) -> SettlementReceipt | None:
+    """The seller's settlement answer, from the header of the challenge's protocol version."""
+    names = (X_PAYMENT_RESPONSE, PAYMENT_RESPONSE) if challenge.x402_version == 1 else (PAYMENT_RESPONSE,)
+    for name in names:
+        receipt = decode_payment_response(response.headers.get(name))
+        if receipt is not None:
+            return receipt
+    return None
+
+
+def _body_text(response: SellerResponse) -> str:
+    """The 402's own body as text a reader would see (an HTML paywall's scripts are not text)."""
+    text = response.body[:MAX_CHALLENGE_TEXT_BYTES].decode("utf-8", errors="ignore")
+    return visible_text(text, response.content_type)
+
+
 def _seller_reason(receipt: SettlementReceipt | None, response: SellerResponse) -> str | None:
+    """The seller's own explanation: untrusted text, only ever shown fenced."""
     if receipt is not None and receipt.error_reason:
         return receipt.error_reason
     header = response.headers.get(PAYMENT_REQUIRED)
@@ -379,4 +477,22 @@ def _seller_reason(receipt: SettlementReceipt | None, response: SellerResponse) 
             error = None
         if error:
             return error[:500]
+    return _json_error(response)
+
+
+def _json_error(response: SellerResponse) -> str | None:
+    if "json" not in response.content_type.lower() or len(response.body) > MAX_CHALLENGE_TEXT_BYTES:
+        return None
+    try:
+        document = json.loads(response.body)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(document, dict):
+        return None
+    for key in ("error", "errorReason", "errorMessage", "message", "detail", "reason"):
+        value = document.get(key)
+        if isinstance(value, str) and value:
+            return value[:500]
+        if isinstance(value, dict) and isinstance(value.get("message"), str) and value["message"]:
+            return str(value["message"])[:500]
     return None

@@ -28,6 +28,7 @@ class Payment:
     pay_to: str
     amount_atomic: int | None  # None when the challenge's amount could not be read
     resource_host: str | None = None  # host of the resource the challenge names
+    instruction_like_description: bool = False  # the 402's text reads like orders to the agent
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,8 @@ def evaluate(policy: Policy, payment: Payment, usage: Usage) -> Decision:
     if reasons:
         return Decision("deny", reasons, policy.version)
     assert payment.amount_atomic is not None
+    if payment.instruction_like_description:
+        return Decision("hold", (), policy.version, hold_reason="instruction_like_description")
     threshold = policy.step_up_threshold_usd
     if threshold is not None and atomic_to_usd(payment.amount_atomic) >= threshold:
         return Decision("hold", (), policy.version, hold_reason="threshold", threshold_usd=threshold)

@@ -1,21 +1,42 @@
-"""Talk to sellers: one request at a time, no redirects followed on our behalf, bounded in time
-and size. Bodies beyond the configured cap are cut and marked truncated.
+"""The safe seller client: the only way Paywarden talks to a seller (or any URL an agent names).
+
+Every exchange is one request on its own connection, bounded as a whole by a deadline and in
+size by `max_response_bytes`:
+
+- https only; http:// only to this machine's loopback, and only with private hosts allowed;
+- the host is resolved by the client itself and every address it resolves to is judged
+  (see addresses.py); the connection goes to one of those judged addresses, never to a name a
+  library would resolve again, while TLS still verifies the certificate against the host name;
+- redirects are never followed by the HTTP library: `fetch` follows same-origin redirects (up to
+  3, each hop resolved and judged again) and returns any other redirect as it is, flagged
+  `redirect_not_followed`; `send` never follows one, which is what a paid request uses;
+- bodies are read as a stream and cut at the cap (`truncated`), never buffered past it.
+
+fetch_paid, diagnose_payment, catalog checks and client ID metadata fetches all use it.
 """
 
 from __future__ import annotations
 
-import ipaddress
+import ssl
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from urllib.parse import urljoin, urlsplit
+from dataclasses import dataclass, field, replace
+from urllib.parse import SplitResult, urljoin, urlsplit
 
 import anyio
 import httpx
 
+from server.kit.errors import InvalidInput, PaywardenError
+from server.sellers.addresses import AddressPolicy
 from server.sellers.errors import PrivateAddressBlocked, ResponseLost, SellerTimeout, SellerUnreachable
+from server.sellers.resolver import Resolver, SystemResolver
+from server.sellers.transport import AddressGuard, GuardedBackend, GuardedTransport
 
 MAX_REDIRECTS = 3
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+USER_AGENT = "Paywarden/0.1"
+
+BODY_TIMED_OUT = "The response body did not arrive before the deadline; it is incomplete."
+BODY_BROKEN = "The connection broke while the response body was being read; it is incomplete."
 
 
 @dataclass(frozen=True)
@@ -34,104 +55,166 @@ class SellerResponse:
     truncated: bool
     url: str
     redirect_not_followed: bool = False
-    body_error: str | None = None
+    body_error: str | None = None  # fixed text of ours; the body is incomplete when set
+    peer: str | None = None  # the address the answer came from
 
     @property
     def content_type(self) -> str:
         return str(self.headers.get("content-type", "application/octet-stream"))
 
 
+def origin_of(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    port = parts.port or {"https": 443, "http": 80}.get(parts.scheme)
+    return parts.scheme, (parts.hostname or "").rstrip("."), port
+
+
 def same_origin(a: str, b: str) -> bool:
-    pa, pb = urlsplit(a), urlsplit(b)
-    return (pa.scheme, pa.hostname, pa.port) == (pb.scheme, pb.hostname, pb.port)
+    return origin_of(a) == origin_of(b)
 
 
 class SellerClient:
-    def __init__(self, *, max_response_bytes: int, allow_private_hosts: bool) -> None:
-        self._max_bytes = max_response_bytes
-        self._allow_private = allow_private_hosts
-        # Each exchange is bounded as a whole by `deadline` (anyio.fail_after), not per phase.
-        self._http = httpx.AsyncClient(follow_redirects=False, trust_env=False, timeout=None)  # noqa: S113
+    def __init__(
+        self,
+        *,
+        max_response_bytes: int,
+        allow_private_hosts: bool,
+        resolver: Resolver | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        self.max_response_bytes = max_response_bytes
+        self.guard = AddressGuard(
+            policy=AddressPolicy(allow_private_hosts), resolver=resolver or SystemResolver()
+        )
+        # Built once: loading the CA bundle is the expensive part of a TLS client.
+        self._ssl = ssl_context or httpx.create_ssl_context(trust_env=False)
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        """Nothing is pooled between exchanges; kept so owners can close every service alike."""
 
-    def _check_target(self, url: str) -> None:
-        host = urlsplit(url).hostname or ""
+    # -- one request ---------------------------------------------------------------------
+
+    def check_url(self, url: str) -> SplitResult:
+        """Refuse what no exchange may ever go to, before anything is resolved or sent."""
         try:
-            address = ipaddress.ip_address(host)
-        except ValueError:
-            return
-        if address.is_link_local or (not self._allow_private and not address.is_global):
-            raise PrivateAddressBlocked()
+            parts = urlsplit(url)
+            _ = parts.port
+        except ValueError as exc:
+            raise InvalidInput("invalid_url") from exc
+        if parts.scheme not in ("https", "http") or not parts.hostname:
+            raise InvalidInput("https_required" if parts.hostname else "invalid_url")
+        if parts.username is not None or parts.password is not None:
+            raise InvalidInput("url_credentials", "The URL carries a user name or password.")
+        if parts.scheme == "http" and not self.guard.policy.allow_private:
+            raise InvalidInput("https_required", "The URL must be https://.")
+        literal = self.guard.literal(parts.hostname)
+        if literal is not None:
+            self.guard.judge(literal, loopback_only=parts.scheme == "http")
+        return parts
 
     async def send(
-        self, request: SellerRequest, *, deadline: float, after_payment: bool = False
+        self, request: SellerRequest, *, deadline: float, after_payment: bool = False, pin: str | None = None
     ) -> SellerResponse:
-        """One request. Before payment, failures are seller_unreachable or seller_timeout; after
-        payment (`after_payment=True`) any failure once the request may have left is ResponseLost.
+        """Exactly one request, never a redirect followed.
+
+        Until the request's first byte is written, every failure is the error of what went wrong
+        (invalid_input, private_address_blocked, seller_unreachable, seller_timeout): nothing left.
+        Once it may have left, a failure before the answer's head arrived is ResponseLost when
+        `after_payment`; a failure while reading the body is reported in `body_error`.
         """
-        self._check_target(request.url)
-        remaining = deadline - anyio.current_time()
-        if remaining <= 0:
+        parts = self.check_url(request.url)
+        if deadline - anyio.current_time() <= 0:
             raise SellerTimeout()
-        sent = False
-        try:
-            with anyio.fail_after(remaining):
-                http_request = self._http.build_request(
-                    request.method, request.url, headers=dict(request.headers), content=request.body
+        backend = GuardedBackend(self.guard, loopback_only=parts.scheme == "http", pin=pin)
+        transport = GuardedTransport(ssl_context=self._ssl, backend=backend)
+        headers = {
+            k: v for k, v in request.headers.items() if k.lower() not in ("accept-encoding", "user-agent")
+        }
+        # Identity only: compressed bodies would defeat the size cap (a small gzip can inflate to GBs).
+        headers.update({"Accept-Encoding": "identity", "User-Agent": USER_AGENT})
+        async with httpx.AsyncClient(
+            transport=transport,
+            follow_redirects=False,
+            trust_env=False,
+            timeout=None,  # noqa: S113
+        ) as http:
+            try:
+                outgoing = http.build_request(
+                    request.method, request.url, headers=headers, content=request.body
                 )
-                sent = True
-                response = await self._http.send(http_request, stream=True)
-                try:
-                    body, truncated, body_error = await self._read_body(response)
-                finally:
+            except httpx.InvalidURL as exc:
+                raise InvalidInput("invalid_url") from exc
+            try:
+                with anyio.fail_after(max(deadline - anyio.current_time(), 0)):
+                    response = await http.send(outgoing, stream=True)
+            except PaywardenError:
+                raise  # refused before anything was sent: blocked, invalid, unresolvable
+            except TimeoutError as exc:
+                if after_payment and backend.request_written:
+                    raise ResponseLost("deadline passed before the answer") from exc
+                raise SellerTimeout() from exc
+            except httpx.HTTPError as exc:
+                if after_payment and backend.request_written:
+                    raise ResponseLost(type(exc).__name__) from exc
+                raise SellerUnreachable() from exc
+            try:
+                body, truncated, body_error = await self._read_body(response, deadline)
+            finally:
+                with anyio.CancelScope(shield=True):
                     await response.aclose()
-        except TimeoutError as exc:
-            if after_payment and sent:
-                raise ResponseLost("deadline passed") from exc
-            raise SellerTimeout() from exc
-        except httpx.ConnectError as exc:
-            raise SellerUnreachable() from exc
-        except httpx.HTTPError as exc:
-            if after_payment:
-                raise ResponseLost(type(exc).__name__) from exc
-            raise SellerUnreachable() from exc
         return SellerResponse(
-            response.status_code, response.headers, body, truncated, request.url, False, body_error
+            status=response.status_code,
+            headers=response.headers,
+            body=body,
+            truncated=truncated,
+            url=request.url,
+            body_error=body_error,
+            peer=backend.peer,
         )
 
-    async def _read_body(self, response: httpx.Response) -> tuple[bytes, bool, str | None]:
+    async def _read_body(self, response: httpx.Response, deadline: float) -> tuple[bytes, bool, str | None]:
         chunks: list[bytes] = []
         size = 0
-        try:
-            async for chunk in response.aiter_raw():
-                room = self._max_bytes - size
-                if len(chunk) > room:
-                    chunks.append(chunk[:room])
-                    return b"".join(chunks), True, None
-                chunks.append(chunk)
-                size += len(chunk)
-        except httpx.ReadError:
-            if response.status_code < 300:
-                return b"".join(chunks), False, "the body could not be read completely"
-            raise
-        return b"".join(chunks), False, None
+        cap = self.max_response_bytes
+        error: str | None = None
+        with anyio.move_on_after(max(deadline - anyio.current_time(), 0)) as scope:
+            try:
+                async for chunk in response.aiter_raw():
+                    room = cap - size
+                    if len(chunk) > room:
+                        chunks.append(chunk[:room])
+                        return b"".join(chunks), True, None
+                    chunks.append(chunk)
+                    size += len(chunk)
+            except httpx.HTTPError:
+                error = BODY_BROKEN
+        if scope.cancelled_caught:
+            error = BODY_TIMED_OUT
+        # An incomplete body is marked truncated too: the agent must never take it as whole.
+        return b"".join(chunks), error is not None, error
 
-    async def fetch_before_payment(self, request: SellerRequest, *, deadline: float) -> SellerResponse:
-        """Follow same-origin redirects (up to 3) until something other than a redirect answers.
+    # -- before payment ------------------------------------------------------------------
 
-        A redirect to another origin is returned as it is, flagged `redirect_not_followed`.
+    async def fetch(self, request: SellerRequest, *, deadline: float) -> SellerResponse:
+        """Request `request.url`, following same-origin redirects (up to 3), before any payment.
+
+        Any other redirect (another origin, https to http, a URL with credentials, a fourth hop)
+        is returned as it is, flagged `redirect_not_followed`. A body that cannot be read whole
+        is a failure here: nothing has been paid, so nothing partial is worth returning.
         """
         current = request
-        for _ in range(MAX_REDIRECTS + 1):
+        for hop in range(MAX_REDIRECTS + 1):
             response = await self.send(current, deadline=deadline)
+            if response.body_error == BODY_TIMED_OUT:
+                raise SellerTimeout()
+            if response.body_error is not None:
+                raise SellerUnreachable()
             location = response.headers.get("location")
             if response.status not in REDIRECT_STATUSES or not location:
                 return response
-            target = urljoin(current.url, location)
-            if not same_origin(current.url, target):
-                return _flag_redirect(response)
+            target = _redirect_target(current.url, location)
+            if target is None or hop == MAX_REDIRECTS:
+                return replace(response, redirect_not_followed=True)
             keep_body = response.status in (307, 308)
             current = SellerRequest(
                 method=current.method if keep_body or current.method == "HEAD" else "GET",
@@ -139,16 +222,37 @@ class SellerClient:
                 headers=current.headers,
                 body=current.body if keep_body else None,
             )
-        return _flag_redirect(response)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # Kept under the name the purchase flow has always used.
+    fetch_before_payment = fetch
 
 
-def _flag_redirect(response: SellerResponse) -> SellerResponse:
-    return SellerResponse(
-        response.status,
-        response.headers,
-        response.body,
-        response.truncated,
-        response.url,
-        True,
-        response.body_error,
-    )
+def _redirect_target(current: str, location: str) -> str | None:
+    """The URL to follow, or None when this redirect must not be followed."""
+    try:
+        target = urljoin(current, location.strip())
+        parts = urlsplit(target)
+        _ = parts.port
+    except ValueError:
+        return None
+    if parts.username is not None or parts.password is not None:
+        return None
+    # Same origin means same scheme too, so an https -> http downgrade is never followed.
+    if not same_origin(current, target):
+        return None
+    return target
+
+
+__all__ = [
+    "MAX_REDIRECTS",
+    "REDIRECT_STATUSES",
+    "PrivateAddressBlocked",
+    "ResponseLost",
+    "SellerClient",
+    "SellerRequest",
+    "SellerResponse",
+    "SellerTimeout",
+    "SellerUnreachable",
+    "same_origin",
+]

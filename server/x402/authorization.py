@@ -14,6 +14,7 @@ from typing import Any
 from eth_hash.auto import keccak
 
 from server.x402.challenge import Challenge
+from server.x402.headers import PAYMENT_SIGNATURE, X_PAYMENT
 from server.x402.selection import Selection
 
 MAX_WINDOW_SECONDS = 300
@@ -118,3 +119,23 @@ def encode_payment_signature(
     if challenge.resource is not None:
         payload["resource"] = challenge.resource
     return base64.b64encode(json.dumps(payload, separators=(",", ":")).encode()).decode()
+
+
+def encode_x_payment(selection: Selection, authorization: TransferAuthorization, signature: str) -> str:
+    """The v1 `X-PAYMENT` value: scheme and the seller's own network name at the top level."""
+    payload: dict[str, Any] = {
+        "x402Version": 1,
+        "scheme": selection.offer.scheme,
+        "network": selection.offer.raw.get("network"),
+        "payload": {"signature": signature, "authorization": authorization.as_payload()},
+    }
+    return base64.b64encode(json.dumps(payload, separators=(",", ":")).encode()).decode()
+
+
+def payment_header(
+    challenge: Challenge, selection: Selection, authorization: TransferAuthorization, signature: str
+) -> tuple[str, str]:
+    """(header name, value) carrying the signed payment, in the challenge's own protocol version."""
+    if challenge.x402_version == 1:
+        return X_PAYMENT, encode_x_payment(selection, authorization, signature)
+    return PAYMENT_SIGNATURE, encode_payment_signature(challenge, selection, authorization, signature)

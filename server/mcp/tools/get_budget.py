@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
@@ -17,7 +17,8 @@ from server.services import Services
 
 DESCRIPTION = (
     "Return this agent's budget for today (UTC): spent, daily cap, what remains, the maximum per "
-    "payment, the approval threshold, allowed hosts, network and when the day resets. Call it before "
+    "payment, the approval threshold, allowed hosts, network and when the day resets, and warnings "
+    "about money that left the agent's wallet outside any payment Paywarden allowed. Call it before "
     "paying for something."
 )
 
@@ -37,6 +38,8 @@ class BudgetResult(BaseModel):
     network: str
     asset: str
     dayResetsAt: str
+    # Money that left the agent's wallet outside any payment Paywarden allowed (last 7 days).
+    warnings: list[dict[str, Any]] = []
 
 
 def register(mcp: MCPServer, services: Services) -> None:

@@ -1,0 +1,49 @@
+"""A challenge whose text reads like orders to the agent waits for a human, after every rule."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from server.policy.engine import Payment, Usage, evaluate
+from server.policy.model import Policy
+
+POLICY = Policy(version=3, networks=("eip155:84532",), allow_hosts=("api.example.com",))
+
+
+def payment(**changes: object) -> Payment:
+    fields: dict[str, object] = {
+        "host": "api.example.com",
+        "path": "/premium",
+        "network": "eip155:84532",
+        "asset": "USDC",
+        "pay_to": "0x" + "34" * 20,
+        "amount_atomic": 10_000,
+        **changes,
+    }
+    return Payment(**fields)  # type: ignore[arg-type]
+
+
+def test_instruction_like_text_holds_an_allowed_payment() -> None:
+    decision = evaluate(POLICY, payment(instruction_like_description=True), Usage())
+    assert decision.outcome == "hold"
+    assert decision.hold_reason == "instruction_like_description"
+    assert decision.threshold_usd is None
+    assert decision.policy_version == 3
+
+
+def test_a_rule_that_fails_denies_instead() -> None:
+    decision = evaluate(POLICY, payment(instruction_like_description=True, amount_atomic=5_000_000), Usage())
+    assert decision.outcome == "deny"
+    assert decision.reasons == ("amount_exceeds_per_transaction",)
+
+
+def test_it_comes_before_the_threshold() -> None:
+    policy = POLICY.with_changes(step_up_threshold_usd=Decimal("0.001"))
+    assert evaluate(policy, payment(instruction_like_description=True), Usage()).hold_reason == (
+        "instruction_like_description"
+    )
+    assert evaluate(policy, payment(), Usage()).hold_reason == "threshold"
+
+
+def test_plain_text_changes_nothing() -> None:
+    assert evaluate(POLICY, payment(), Usage()).outcome == "allow"
