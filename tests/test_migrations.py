@@ -24,7 +24,7 @@ def test_migrations_build_exactly_the_models(kind: str, tmp_path: Path) -> None:
             upgrade(db)
             assert current_revision(db) == head_revision()
             with db.engine.connect() as conn:
-                context = MigrationContext.configure(conn, opts={"compare_type": False})
+                context = MigrationContext.configure(conn, opts={"compare_type": True})
                 assert compare_metadata(context, metadata) == []
         finally:
             db.dispose()
