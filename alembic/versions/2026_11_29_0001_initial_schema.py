@@ -183,7 +183,6 @@ def upgrade() -> None:
         batch_op.create_index(batch_op.f("ix_wallets_agent_id"), ["agent_id"], unique=False)
         batch_op.create_index(batch_op.f("ix_wallets_org_id"), ["org_id"], unique=False)
 
-
     op.create_table(
         "job_leases",
         sa.Column("name", sa.String(60), nullable=False),

@@ -16,6 +16,7 @@ PREFIXES = {
     "approval": "apr",
     "event": "evt",
     "rule": "rule",
+    "catalog": "cat",
 }
 
 

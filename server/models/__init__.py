@@ -7,22 +7,32 @@ from server.models.base import metadata
 from server.models.tables import (
     AccessToken,
     Agent,
+    Approval,
     AuditEvent,
+    CatalogEntry,
     JobLease,
+    Member,
     Organization,
     PaymentIntent,
     PolicyVersion,
+    RuleVersion,
+    Team,
     Wallet,
 )
 
 __all__ = [
     "AccessToken",
     "Agent",
+    "Approval",
     "AuditEvent",
+    "CatalogEntry",
     "JobLease",
+    "Member",
     "Organization",
     "PaymentIntent",
     "PolicyVersion",
+    "RuleVersion",
+    "Team",
     "Wallet",
     "metadata",
 ]

@@ -8,6 +8,7 @@ from decimal import Decimal
 
 from auth.scopes import AGENT_SCOPES
 from auth.tokens import issue_access_token
+from server.catalog.service import add_entry
 from server.kit.clock import SystemClock
 from server.kit.crypto import MasterKey
 from server.kit.db import Database
@@ -83,3 +84,28 @@ def change_policy(db: Database, agent_id: str, changes: PolicyChanges) -> int:
 
 def master_of(settings: Settings) -> MasterKey:
     return settings.master
+
+
+def pin_payee(
+    db: Database, *, url: str, pay_to: str, price_usd: str = "0.01", name: str = "Test seller"
+) -> None:
+    """List the seller of `url` in the catalog with `pay_to` pinned as its payee.
+
+    A payee the organisation never paid is held for a human (`new_pay_to`) unless the catalog pins
+    it for that host; tests that are not about that hold pin the test seller's payee.
+    """
+    from urllib.parse import urlsplit
+
+    with db.write() as session:
+        add_entry(
+            session,
+            name=name,
+            host=urlsplit(url).hostname or "",
+            url=url,
+            price_usd=Decimal(price_usd),
+            network="eip155:84532",
+            category="testing",
+            pay_to=[pay_to],
+            actor=ACTOR,
+            now=SystemClock().now(),
+        )

@@ -1,0 +1,36 @@
+"""The migrations build exactly the schema the models describe, and step down and up again."""
+
+from __future__ import annotations
+
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+from server.kit.db import Database
+from server.kit.migrations import alembic_config, current_revision, head_revision
+from server.models import metadata
+
+
+def _diff(db: Database) -> list[object]:
+    with db.engine.connect() as conn:
+        return list(compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}), metadata))
+
+
+def _move(db: Database, direction: str, revision: str) -> None:
+    config = alembic_config()
+    with db.engine.begin() as conn:
+        config.attributes["connection"] = conn
+        getattr(command, direction)(config, revision)
+
+
+def test_migrations_match_the_models(db: Database) -> None:
+    assert current_revision(db) == head_revision()
+    assert _diff(db) == []
+
+
+def test_migrations_step_down_and_up_again(db: Database) -> None:
+    _move(db, "downgrade", "base")
+    assert current_revision(db) is None
+    _move(db, "upgrade", "head")
+    assert current_revision(db) == head_revision()
+    assert _diff(db) == []
