@@ -9,7 +9,9 @@ from server.chain.service import ChainService
 from server.jobs.runner import Job
 from server.kit.clock import Clock, SystemClock
 from server.kit.db import Database
+from server.payments.jobs import ExpireAuthorizations
 from server.payments.purchase import PurchaseService
+from server.payments.quote import QuoteService
 from server.sellers.client import SellerClient
 from server.settings import Settings
 
@@ -23,6 +25,7 @@ class Services:
     sellers: SellerClient
     chain: ChainService
     purchases: PurchaseService
+    quotes: QuoteService
     jobs: list[Job] = field(default_factory=list)
 
     async def aclose(self) -> None:
@@ -47,4 +50,6 @@ def build_services(settings: Settings, *, clock: Clock | None = None, db: Databa
         sellers=sellers,
         chain=chain,
         purchases=purchases,
+        quotes=QuoteService(db=db, settings=settings, sellers=sellers, clock=clock),
+        jobs=[ExpireAuthorizations(db=db, chain=chain, clock=clock)],
     )

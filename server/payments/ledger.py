@@ -271,10 +271,12 @@ def authorize_held(
     intent = session.get(PaymentIntent, intent_id)
     assert intent is not None
     session.refresh(intent)
-    if intent.status != "created":
-        return Reservation("existing", intent=intent)  # a concurrent retry got there first
     approval = for_intent(session, intent.id)
     assert approval is not None
+    if intent.status != "created":
+        if approval.status in ("denied", "expired"):
+            raise_for_approval(approval, now)
+        return Reservation("existing", intent=intent)  # a concurrent retry got there first
     if effective_status(approval, now) != "approved":
         raise_for_approval(approval, now)
         return Reservation("held", intent=intent, approval=approval)
