@@ -318,3 +318,20 @@ async def test_a_hold_rule_names_itself_and_its_scope(
             structured(await client.call_tool("fetch_paid", {"url": seller.url("/premium")}))["status"]
             == "paid"
         )
+
+
+async def test_the_sixth_hold_of_an_agent_finds_the_queue_full(
+    paywarden: RunningServer, db: Database, seller: Seller, test_usdc: TestToken, funded_wallet: FundedWallet
+) -> None:
+    setup = make_agent(
+        db, paywarden.settings, allow_hosts=["127.0.0.1"], wallet_key=funded_wallet.private_key
+    )
+    money = Money(test_usdc, seller, funded_wallet.address)
+    async with mcp_client(paywarden.mcp_url, setup.token) as client:
+        for _ in range(5):
+            held = structured(await client.call_tool("fetch_paid", {"url": seller.url("/premium")}))
+            assert held["status"] == "pending_approval"
+        error = error_of(await client.call_tool("fetch_paid", {"url": seller.url("/premium")}))
+        assert error["code"] == "approval_queue_full"
+    assert money.moved() == 0
+    assert money.signatures("/premium") == 0

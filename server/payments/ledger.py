@@ -60,6 +60,10 @@ __all__ = [
 ]
 
 
+# What the purchase flow may still record about a payment the chain already showed as settled.
+SETTLED_STAYS = frozenset({"submitted", "settlement_pending", "failed", "expired"})
+
+
 class ApprovalMismatch(PaywardenError):
     code = "approval_mismatch"
     message = (
@@ -316,13 +320,18 @@ def authorize_held(
 def update_intent(
     session: Session, *, intent_id: str, to: str, actor: str, now: datetime, event: str, **fields: Any
 ) -> PaymentIntent:
-    """Move an intent to `to`, set fields, and audit it, under the organisation's lock."""
+    """Move an intent to `to`, set fields, and audit it, under the organisation's lock.
+
+    `settled` is final: when a concurrent check (a replay, the reconciler) already found the
+    transfer on-chain, the seller's later answer is recorded without moving the intent back.
+    """
     intent = session.get(PaymentIntent, intent_id)
     if intent is None:
         raise IllegalTransition(detail="unknown intent")
     lock_org(session, intent.org_id)
     session.refresh(intent)
-    if intent.status != to:
+    settled_already = intent.status == "settled" and to in SETTLED_STAYS
+    if intent.status != to and not settled_already:
         transition(intent, to, now=now)
     for name, value in fields.items():
         setattr(intent, name, value)

@@ -17,7 +17,7 @@ from server.kit.clock import FrozenClock
 from server.kit.db import Database
 from server.models import Agent, AuditEvent, PaymentIntent
 from server.payments.jobs import ExpireAuthorizations
-from server.payments.ledger import ApprovalMismatch, update_intent
+from server.payments.ledger import ApprovalMismatch, IllegalTransition, update_intent
 from server.policy.rule_service import add_rule, rules_for_agent
 from server.policy.service import PolicyChanges
 from server.settings import Settings
@@ -387,3 +387,31 @@ def test_the_reconciler_expires_what_can_no_longer_happen(db: Database, settings
         assert approval is not None
         assert approval.status == "expired"
     assert anyio.run(job.run_once) == 0
+
+
+def test_settled_is_final_when_the_sellers_answer_comes_later(db: Database, settings: Settings) -> None:
+    setup = agent(db, settings)
+    paid = reserve_now(db, setup.agent_id, facts("settled-first"), NOW)
+    assert paid.intent is not None
+    with db.write() as session:
+        update_intent(
+            session, intent_id=paid.intent.id, to="submitted", actor="t", now=NOW, event="payment.submitted"
+        )
+        # A replay found the transfer on-chain before the seller's answer was recorded...
+        update_intent(
+            session, intent_id=paid.intent.id, to="settled", actor="t", now=NOW, event="payment.settled"
+        )
+        # ...and the answer, recorded afterwards, does not move it back.
+        update_intent(
+            session,
+            intent_id=paid.intent.id,
+            to="settlement_pending",
+            actor="t",
+            now=NOW,
+            event="payment.receipt",
+            seller_status=200,
+        )
+    row = intent(db, paid.intent.id)
+    assert (row.status, row.seller_status) == ("settled", 200)
+    with db.write() as session, pytest.raises(IllegalTransition):
+        update_intent(session, intent_id=paid.intent.id, to="authorized", actor="t", now=NOW, event="x")
