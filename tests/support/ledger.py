@@ -26,19 +26,21 @@ def facts(
     pay_to: str = PAYEE,
     network: str = "eip155:84532",
     fingerprint: str = "f" * 64,
+    asset: str = USDC,
+    payer: str = PAYER,
 ) -> PurchaseFacts:
     offer = Offer(
         {
             "scheme": "exact",
             "network": network,
-            "asset": USDC,
+            "asset": asset,
             "amount": str(amount),
             "payTo": pay_to,
             "maxTimeoutSeconds": 60,
             "extra": {"name": "USDC", "version": "2"},
         }
     )
-    selection = Selection(offer, network, USDC, pay_to, amount, "USDC", "2", 60)
+    selection = Selection(offer, network, asset, pay_to, amount, "USDC", "2", 60)
     return PurchaseFacts(
         idempotency_key=key,
         fingerprint=fingerprint,
@@ -50,7 +52,7 @@ def facts(
         x402_version=2,
         resource_host=host,
         selection=selection,
-        payer=PAYER,
+        payer=payer,
         wallet_mode="local_key",
     )
 
