@@ -171,3 +171,35 @@ async def test_20_concurrent_calls_with_one_key_pay_once(
     assert buyer_before - test_usdc.balance_of(funded_wallet.address) == PRICE
     assert seller.payment_signatures("/premium") - signatures_before == 1
     assert statuses(db, setup.agent_id) == {"settled": 1}
+
+
+async def test_the_approval_queue_holds_at_five_under_concurrency(
+    db: Database,
+    anvil: Any,
+    test_usdc: TestToken,
+    seller: Seller,
+    funded_wallet: FundedWallet,
+    tmp_path: Path,
+) -> None:
+    extra = chain_environ(rpc_url=anvil.rpc_url, token_address=test_usdc.address)
+    signatures_before = seller.payment_signatures("/premium")
+    with serve_processes(PROCESSES, database_url=db.url, extra=extra, workdir=tmp_path) as (
+        public_url,
+        servers,
+    ):
+        port = int(public_url.rsplit(":", 1)[1])
+        settings = settings_for(database_url=db.url, port=port, extra=extra)
+        # Every payment of this agent waits for a person: its step-up threshold is the price.
+        setup = make_agent(
+            db, settings, allow_hosts=["127.0.0.1"], wallet_key=funded_wallet.private_key, step_up="0.01"
+        )
+        pin_payee(db, url=seller.url("/premium"), pay_to=seller.pay_to)
+        calls = [{"url": seller.url("/premium")} for _ in range(20)]
+        with anyio.fail_after(CALL_TIMEOUT_S):
+            results = await call_everywhere([s.mcp_url for s in servers], setup.token, calls)
+
+    kinds = Counter(kind for kind, _ in results)
+    assert kinds == {"pending_approval": 5, "approval_queue_full": 15}, results
+    assert {detail["reason"] for kind, detail in results if kind == "pending_approval"} == {"threshold"}
+    assert statuses(db, setup.agent_id) == {"created": 5}
+    assert seller.payment_signatures("/premium") == signatures_before

@@ -14,7 +14,7 @@ from auth.scopes import PAYMENTS_READ, PAYMENTS_WRITE
 from server.approvals.service import decide
 from server.kit.db import Database
 from server.payments.ledger import update_intent
-from server.policy.rule_service import add_rule, remove_rule
+from server.policy.rule_service import add_rule, remove_rule, rules_of_org
 from server.policy.service import PolicyChanges
 from tests.support.ledger import facts, reserve_now
 from tests.support.paywarden import RunningServer, error_of, mcp_client, serve, structured
@@ -322,8 +322,6 @@ async def test_propose_rule_adds_restrict_only_rules_for_this_agent(
 
         # A person removes them; the agent may still propose only 20 per hour.
         with db.write() as session:
-            from server.policy.rule_service import rules_of_org
-
             for rule, _ in rules_of_org(session, setup.org_id, now=now()):
                 if rule.source == "chat":
                     remove_rule(session, rule_id=rule.id, actor="test:person", now=now())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
+from urllib.parse import urlsplit
 
 from auth.scopes import AGENT_SCOPES
 from auth.tokens import issue_access_token
@@ -120,8 +121,6 @@ def pin_payee(
     A payee the organisation never paid is held for a human (`new_pay_to`) unless the catalog pins
     it for that host; tests that are not about that hold pin the test seller's payee.
     """
-    from urllib.parse import urlsplit
-
     with db.write() as session:
         add_entry(
             session,
