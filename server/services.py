@@ -36,7 +36,7 @@ class Services:
 
 def build_services(settings: Settings, *, clock: Clock | None = None, db: Database | None = None) -> Services:
     clock = clock or SystemClock()
-    db = db or Database(settings.database_url)
+    db = db or Database(settings.database_url, pool_size=settings.database_pool_size)
     sellers = SellerClient(
         max_response_bytes=settings.max_response_bytes, allow_private_hosts=settings.allow_private_hosts
     )

@@ -31,6 +31,16 @@ CALLS = 200
 PRICE = 10_000  # /premium: 0.01 USDC
 CAP = "0.10"  # room for exactly 10 payments
 CALL_TIMEOUT_S = 120
+# At most 2 x 4 PostgreSQL connections per process: four servers stay far below max_connections
+# (100 by default) even while other test runs share the database server.
+POOL_SIZE = "4"
+
+
+def environ(anvil: Any, test_usdc: TestToken) -> dict[str, str]:
+    return {
+        **chain_environ(rpc_url=anvil.rpc_url, token_address=test_usdc.address),
+        "PAYWARDEN_DATABASE_POOL_SIZE": POOL_SIZE,
+    }
 
 
 def outcome(result: CallToolResult) -> tuple[str, Any]:
@@ -95,7 +105,7 @@ async def test_200_concurrent_payments_over_4_processes_pay_exactly_what_the_cap
     funded_wallet: FundedWallet,
     tmp_path: Path,
 ) -> None:
-    extra = chain_environ(rpc_url=anvil.rpc_url, token_address=test_usdc.address)
+    extra = environ(anvil, test_usdc)
     buyer_before = test_usdc.balance_of(funded_wallet.address)
     seller_before = test_usdc.balance_of(seller.pay_to)
     signatures_before = seller.payment_signatures("/premium")
@@ -146,7 +156,7 @@ async def test_20_concurrent_calls_with_one_key_pay_once(
     funded_wallet: FundedWallet,
     tmp_path: Path,
 ) -> None:
-    extra = chain_environ(rpc_url=anvil.rpc_url, token_address=test_usdc.address)
+    extra = environ(anvil, test_usdc)
     buyer_before = test_usdc.balance_of(funded_wallet.address)
     signatures_before = seller.payment_signatures("/premium")
     with serve_processes(PROCESSES, database_url=db.url, extra=extra, workdir=tmp_path) as (
@@ -181,7 +191,7 @@ async def test_the_approval_queue_holds_at_five_under_concurrency(
     funded_wallet: FundedWallet,
     tmp_path: Path,
 ) -> None:
-    extra = chain_environ(rpc_url=anvil.rpc_url, token_address=test_usdc.address)
+    extra = environ(anvil, test_usdc)
     signatures_before = seller.payment_signatures("/premium")
     with serve_processes(PROCESSES, database_url=db.url, extra=extra, workdir=tmp_path) as (
         public_url,
