@@ -11,7 +11,9 @@ from server.chain.watch import OutOfPolicyWatch
 from server.jobs.runner import Job
 from server.kit.clock import Clock, SystemClock
 from server.kit.db import Database
+from server.payments.jobs import ExpireAuthorizations
 from server.payments.purchase import PurchaseService
+from server.payments.quote import QuoteService
 from server.sellers.client import SellerClient
 from server.settings import Settings
 
@@ -25,6 +27,7 @@ class Services:
     sellers: SellerClient
     chain: ChainService
     purchases: PurchaseService
+    quotes: QuoteService
     jobs: list[Job] = field(default_factory=list)
 
     async def aclose(self) -> None:
@@ -35,7 +38,7 @@ class Services:
 
 def build_services(settings: Settings, *, clock: Clock | None = None, db: Database | None = None) -> Services:
     clock = clock or SystemClock()
-    db = db or Database(settings.database_url)
+    db = db or Database(settings.database_url, pool_size=settings.database_pool_size)
     sellers = SellerClient(
         max_response_bytes=settings.max_response_bytes, allow_private_hosts=settings.allow_private_hosts
     )
@@ -44,6 +47,7 @@ def build_services(settings: Settings, *, clock: Clock | None = None, db: Databa
     jobs: list[Job] = [
         SettlementReconciler(db=db, chain=chain, clock=clock),
         OutOfPolicyWatch(db=db, chain=chain, clock=clock, assets=settings.assets),
+        ExpireAuthorizations(db=db, chain=chain, clock=clock),
     ]
     return Services(
         settings=settings,
@@ -53,5 +57,6 @@ def build_services(settings: Settings, *, clock: Clock | None = None, db: Databa
         sellers=sellers,
         chain=chain,
         purchases=purchases,
+        quotes=QuoteService(db=db, settings=settings, sellers=sellers, clock=clock),
         jobs=jobs,
     )

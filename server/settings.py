@@ -50,6 +50,7 @@ class Settings(BaseSettings):
     )
 
     database_url: str = "sqlite:///./paywarden.db"
+    database_pool_size: int = Field(default=10, ge=1, le=100)
     public_url: str = "http://127.0.0.1:8402"
     master_key: SecretStr | None = None
     rpc_urls: dict[str, str] = Field(default_factory=dict)

@@ -34,7 +34,7 @@ from tests.support.hostile_seller import (  # noqa: F401 (pytest finds fixtures 
     fixture_hostile_seller,
 )
 from tests.support.paywarden import RunningServer, chain_environ, error_of, mcp_client, serve, structured
-from tests.support.tenants import AgentSetup, change_policy, make_agent
+from tests.support.tenants import AgentSetup, change_policy, make_agent, pin_payee
 
 pytestmark = [pytest.mark.anyio, pytest.mark.chain]
 
@@ -54,7 +54,11 @@ def paywarden(db: Database, anvil: Anvil, test_usdc: TestToken) -> Iterator[Runn
 
 
 @pytest.fixture
-def agent(paywarden: RunningServer, db: Database, funded_wallet: FundedWallet) -> AgentSetup:
+def agent(
+    paywarden: RunningServer, db: Database, funded_wallet: FundedWallet, hostile_seller: HostileSeller
+) -> AgentSetup:
+    # Not about the first-payment hold for a new payee: the catalog pins the seller's payee.
+    pin_payee(db, url=hostile_seller.url("/"), pay_to=hostile_seller.pay_to)
     return make_agent(
         db,
         paywarden.settings,
@@ -380,10 +384,27 @@ async def test_a_challenge_for_another_host_is_refused(
     assert_nothing_paid(db, agent, hostile_seller, path)
 
 
+async def test_a_payee_other_than_the_pinned_one_is_never_paid_unasked(
+    client: Client, db: Database, agent: AgentSetup, hostile_seller: HostileSeller
+) -> None:
+    # The catalog pins hostile_seller.pay_to for this host; this path asks for another payee.
+    path = hostile_seller.path("payee")
+    held = structured(await fetch(client, hostile_seller.url(path)))
+    assert (held["status"], held["reason"]) == ("pending_approval", "new_pay_to")
+    assert held["payTo"] == hostile_seller.other_pay_to
+    assert hostile_seller.signatures(path) == 0
+
+    change_policy(db, agent.agent_id, PolicyChanges(verified_sellers_only=True))
+    error = error_of(await fetch(client, hostile_seller.url(path)))
+    assert error["code"] == "policy_denied"
+    assert error["reasons"] == ["pay_to_not_verified"]
+    assert hostile_seller.signatures(path) == 0
+    assert all(intent.authorized_at is None for intent in intents_of(db, agent))
+
+
 async def test_a_denied_payee_is_never_paid(
     client: Client, db: Database, agent: AgentSetup, hostile_seller: HostileSeller
 ) -> None:
-    # Pinned payees per host need the catalog; the deny list is what the policy has today.
     change_policy(db, agent.agent_id, PolicyChanges(pay_to_deny=(hostile_seller.other_pay_to,)))
     path = hostile_seller.path("payee")
     error = error_of(await fetch(client, hostile_seller.url(path)))
@@ -397,12 +418,16 @@ async def test_instructions_in_the_challenge_hold_the_payment(
 ) -> None:
     path = hostile_seller.path("inject")
     result = await fetch(client, hostile_seller.url(path))
-    error = error_of(result)
-    assert error["code"] == "approval_required"
-    assert error["reason"] == "instruction_like_description"
+    pending = structured(result)
+    assert pending["status"] == "pending_approval"
+    assert pending["reason"] == "instruction_like_description"
+    assert pending["thresholdUsd"] is None
     assert_fenced_only(result)
     assert all(CANARY not in block for block in texts(result))
-    assert_nothing_paid(db, agent, hostile_seller, path)
+    # Held for a person: nothing signed, and the intent waits unauthorised, counting nothing.
+    assert hostile_seller.signatures(path) == 0
+    [intent] = intents_of(db, agent)
+    assert (intent.status, intent.tx_hash, intent.authorized_at) == ("created", None, None)
     [held] = events(db, agent, "payment.held")
     assert held.data["holdReason"] == "instruction_like_description"
     assert held.data["outcome"] == "hold"
@@ -504,6 +529,7 @@ async def test_a_wallet_without_funds_is_refused_before_signing(
     paywarden: RunningServer, db: Database, hostile_seller: HostileSeller
 ) -> None:
     _, empty_key = fresh_wallet()
+    pin_payee(db, url=hostile_seller.url("/"), pay_to=hostile_seller.pay_to)
     setup = make_agent(db, paywarden.settings, allow_hosts=["127.0.0.1"], wallet_key=empty_key)
     path = hostile_seller.path("honest")
     async with mcp_client(paywarden.mcp_url, setup.token) as client:

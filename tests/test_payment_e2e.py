@@ -12,7 +12,7 @@ from tests.support.chain import TestToken
 from tests.support.fixtures_chain import FundedWallet
 from tests.support.paywarden import RunningServer, chain_environ, error_of, mcp_client, serve, structured
 from tests.support.seller import Seller
-from tests.support.tenants import make_agent
+from tests.support.tenants import make_agent, pin_payee
 
 pytestmark = [pytest.mark.anyio, pytest.mark.chain]
 
@@ -26,17 +26,19 @@ def paywarden(db: Database, anvil: object, test_usdc: TestToken) -> Iterator[Run
         yield server
 
 
-def _agent(server: RunningServer, db: Database, wallet: FundedWallet, **policy: str) -> str:
+def _agent(server: RunningServer, db: Database, wallet: FundedWallet, seller: Seller, **policy: str) -> str:
     setup = make_agent(
         db, server.settings, allow_hosts=["127.0.0.1"], wallet_key=wallet.private_key, **policy
     )
+    # These tests are not about the first-payment hold for a new payee: the catalog pins it.
+    pin_payee(db, url=seller.url("/premium"), pay_to=seller.pay_to)
     return setup.token
 
 
 async def test_fetch_paid_pays_once_and_moves_exactly_the_price(
     paywarden: RunningServer, db: Database, seller: Seller, test_usdc: TestToken, funded_wallet: FundedWallet
 ) -> None:
-    token = _agent(paywarden, db, funded_wallet, max_per_tx="0.10", daily_cap="1.00")
+    token = _agent(paywarden, db, funded_wallet, seller, max_per_tx="0.10", daily_cap="1.00")
     buyer_before = test_usdc.balance_of(funded_wallet.address)
     seller_before = test_usdc.balance_of(seller.pay_to)
     signatures_before = seller.payment_signatures("/premium")
@@ -87,7 +89,7 @@ async def test_fetch_paid_pays_once_and_moves_exactly_the_price(
 async def test_denied_payments_move_nothing(
     paywarden: RunningServer, db: Database, seller: Seller, test_usdc: TestToken, funded_wallet: FundedWallet
 ) -> None:
-    token = _agent(paywarden, db, funded_wallet, max_per_tx="0.10", daily_cap="0.015")
+    token = _agent(paywarden, db, funded_wallet, seller, max_per_tx="0.10", daily_cap="0.015")
     buyer_before = test_usdc.balance_of(funded_wallet.address)
     seller_before = test_usdc.balance_of(seller.pay_to)
     signatures_before = seller.payment_signature_counts
@@ -131,7 +133,7 @@ async def test_denied_payments_move_nothing(
 async def test_free_route_returns_ok_without_paying(
     paywarden: RunningServer, db: Database, seller: Seller, funded_wallet: FundedWallet
 ) -> None:
-    token = _agent(paywarden, db, funded_wallet)
+    token = _agent(paywarden, db, funded_wallet, seller)
     async with mcp_client(paywarden.mcp_url, token, mode="legacy") as client:
         result = structured(await client.call_tool("fetch_paid", {"url": seller.url("/free")}))
         assert result["status"] == "ok"

@@ -2,7 +2,7 @@
 scan cursors, and findings of money that left a wallet outside any payment Paywarden allowed.
 
 Revision ID: 20261129_0003
-Revises: 20261129_0001
+Revises: 20261129_0002
 Create Date: 2026-11-29
 """
 
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "20261129_0003"
-down_revision: str | None = "20261129_0001"
+down_revision: str | None = "20261129_0002"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -8,18 +8,30 @@ import typer
 
 from auth.scopes import ADMIN, ScopeError, parse_scopes
 from auth.tokens import DEFAULT_TTL_SECONDS, issue_access_token, revoke_token
+from server.cli import admin_approvals, admin_catalog, admin_people, admin_rules
 from server.cli.context import cli_context
 from server.cli.output import emit, fail, reported_errors
 from server.kit.clock import isoformat
 from server.kit.errors import PaywardenError
 from server.policy.model import ChallengeRules, PolicyError, Velocity, host_patterns, usd_setting
+from server.policy.rule_service import add_rule
 from server.policy.service import PolicyChanges, current_policy, set_policy
 from server.settings import BASE_SEPOLIA
-from server.tenancy.service import create_agent, create_org, find_agent, find_org
+from server.tenancy.service import (
+    create_agent,
+    create_org,
+    find_agent,
+    find_member,
+    find_org,
+    find_team,
+    set_approval_ttl,
+)
 from server.wallets.service import import_local_key, parse_private_key
 
 app = typer.Typer(
-    help="Administer organisations, agents, policies, wallets and tokens.", no_args_is_help=True
+    help="Administer organisations, teams, members, agents, policies, rules, approvals, the catalog, "
+    "wallets and tokens.",
+    no_args_is_help=True,
 )
 org_app = typer.Typer(help="Organisations.", no_args_is_help=True)
 agent_app = typer.Typer(help="Agents.", no_args_is_help=True)
@@ -31,19 +43,66 @@ app.add_typer(agent_app, name="agent")
 app.add_typer(policy_app, name="policy")
 app.add_typer(wallet_app, name="wallet")
 app.add_typer(token_app, name="token")
+app.add_typer(admin_people.team_app, name="team")
+app.add_typer(admin_people.member_app, name="member")
+app.add_typer(admin_rules.app, name="rule")
+app.add_typer(admin_approvals.app, name="approvals")
+app.add_typer(admin_catalog.app, name="catalog")
 
 JSON = typer.Option(False, "--json", help="Print one JSON object.")
 
 
 @org_app.command("create")
-def org_create(name: str = typer.Argument(..., help="A unique name."), as_json: bool = JSON) -> None:
+def org_create(
+    name: str = typer.Argument(..., help="A unique name."),
+    monthly_cap: str | None = typer.Option(
+        None, "--monthly-cap", help="USD per calendar month (UTC) for the whole organisation: an org rule."
+    ),
+    as_json: bool = JSON,
+) -> None:
     """Create an organisation."""
     with reported_errors():
         ctx = cli_context()
         ctx.require_current_schema()
+        now = ctx.clock.now()
+        cap = None if monthly_cap is None else usd_setting("monthly-cap", monthly_cap)
         with ctx.db.write() as session:
-            org = create_org(session, name=name, actor=ctx.actor, now=ctx.clock.now())
-        emit({"orgId": org.id, "name": org.name}, as_json=as_json)
+            org = create_org(session, name=name, actor=ctx.actor, now=now)
+            rule_id = None
+            if cap is not None:
+                rule_id = add_rule(
+                    session,
+                    scope="org",
+                    scope_ref=org.id,
+                    kind="limit",
+                    host=None,
+                    path_prefix=None,
+                    limit_usd=cap,
+                    window="month",
+                    actor=ctx.actor,
+                    now=now,
+                ).id
+        emit({"orgId": org.id, "name": org.name, "monthlyCapRuleId": rule_id}, as_json=as_json)
+
+
+@org_app.command("set")
+def org_set(
+    org: str = typer.Argument(..., help="Organisation id or name."),
+    approval_ttl: int = typer.Option(
+        ..., "--approval-ttl", help="Seconds a pending approval waits (300 to 86400; default 900)."
+    ),
+    as_json: bool = JSON,
+) -> None:
+    """Change an organisation's settings."""
+    with reported_errors():
+        ctx = cli_context()
+        ctx.require_current_schema()
+        with ctx.db.write() as session:
+            organisation = find_org(session, org)
+            set_approval_ttl(
+                session, org=organisation, seconds=approval_ttl, actor=ctx.actor, now=ctx.clock.now()
+            )
+        emit({"orgId": organisation.id, "approvalTtlSeconds": approval_ttl}, as_json=as_json)
 
 
 @agent_app.command("create")
@@ -53,19 +112,38 @@ def agent_create(
     network: str = typer.Option(
         BASE_SEPOLIA, "--network", help="eip155:8453 (Base) or eip155:84532 (Base Sepolia)."
     ),
+    team: str | None = typer.Option(None, "--team", help="Team id or name: the team's rules apply too."),
+    member: str | None = typer.Option(
+        None, "--member", help="Member id or email: the person whose daily sub-cap this agent shares."
+    ),
     as_json: bool = JSON,
 ) -> None:
-    """Create an agent. It starts with a policy that allows no host until you set one."""
+    """Create an agent. It starts with a policy that allows no host until you set one, and a
+    weekly limit of 5 times its daily cap."""
     with reported_errors():
         ctx = cli_context()
         ctx.require_current_schema()
         with ctx.db.write() as session:
             organisation = find_org(session, org)
             agent = create_agent(
-                session, org=organisation, name=name, network=network, actor=ctx.actor, now=ctx.clock.now()
+                session,
+                org=organisation,
+                name=name,
+                network=network,
+                actor=ctx.actor,
+                now=ctx.clock.now(),
+                team=find_team(session, team, org_id=organisation.id) if team else None,
+                member=find_member(session, member, org_id=organisation.id) if member else None,
             )
         emit(
-            {"agentId": agent.id, "orgId": agent.org_id, "name": agent.name, "network": agent.network},
+            {
+                "agentId": agent.id,
+                "orgId": agent.org_id,
+                "name": agent.name,
+                "network": agent.network,
+                "teamId": agent.team_id,
+                "memberId": agent.member_id,
+            },
             as_json=as_json,
         )
 

@@ -20,7 +20,7 @@ class CliContext:
 
     @cached_property
     def db(self) -> Database:
-        return Database(self.settings.database_url)
+        return Database(self.settings.database_url, pool_size=self.settings.database_pool_size)
 
     @property
     def actor(self) -> str:

@@ -15,10 +15,20 @@ from server.kit.clock import isoformat
 from server.kit.errors import NotFound
 from server.policy.service import PolicyChanges, set_policy
 from server.settings import BASE_SEPOLIA
-from server.tenancy.service import OrgNotFound, create_agent, create_org, find_agent_by_name, find_org
+from server.tenancy.service import (
+    MemberNotFound,
+    OrgNotFound,
+    create_agent,
+    create_member,
+    create_org,
+    find_agent_by_name,
+    find_member,
+    find_org,
+)
 
 DEMO_ORG = "demo"
 DEMO_AGENT = "demo-agent"
+DEMO_MEMBER = "owner@demo.example"
 DEMO_TOKEN_TTL = 7 * 24 * 3600
 
 
@@ -45,6 +55,12 @@ def demo(as_json: bool = typer.Option(False, "--json", help="Print one JSON obje
                     actor=ctx.actor,
                     now=now,
                 )
+            try:
+                owner = find_member(session, DEMO_MEMBER, org_id=org.id)
+            except MemberNotFound:
+                owner = create_member(
+                    session, org=org, email=DEMO_MEMBER, role="owner", actor=ctx.actor, now=now
+                ).member
             issued = issue_access_token(
                 session,
                 org_id=org.id,
@@ -59,6 +75,7 @@ def demo(as_json: bool = typer.Option(False, "--json", help="Print one JSON obje
         data = {
             "orgId": org.id,
             "agentId": agent.id,
+            "memberId": owner.id,
             "mcpUrl": ctx.settings.mcp_url,
             "tokenId": issued.token_id,
             "token": issued.token,
@@ -89,5 +106,9 @@ def _instructions(data: dict[str, object]) -> str:
             "Then ask your agent for its Paywarden budget (get_budget). To let it pay a seller:",
             f"  .venv/bin/paywarden admin policy set {data['agentId']} --allow-host api.example.com",
             f"  .venv/bin/paywarden admin wallet import {data['agentId']} --from-env WALLET_KEY",
+            "",
+            "The first payment to a payee the organisation never paid waits for a person. Decide it with:",
+            f"  .venv/bin/paywarden admin approvals list --org {data['orgId']}",
+            f"  .venv/bin/paywarden admin approvals decide APPROVAL_ID approve --member {data['memberId']}",
         ]
     )

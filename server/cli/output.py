@@ -11,6 +11,7 @@ from typing import Any, NoReturn
 import typer
 
 from server.kit.errors import PaywardenError
+from server.policy.model import PolicyError
 from server.settings import ConfigError
 
 
@@ -38,5 +39,7 @@ def reported_errors() -> Iterator[None]:
     except PaywardenError as exc:
         detail = exc.extra.get("reason")
         fail(f"{exc.code}: {exc.message}" + (f" ({detail})" if detail else ""))
+    except PolicyError as exc:
+        fail(f"invalid_input: {exc}")
     except KeyboardInterrupt:
         sys.exit(130)

@@ -26,15 +26,18 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 _SQLITE_BUSY_TIMEOUT_MS = 30_000
+DEFAULT_POOL_SIZE = 10
 
 
-def make_engine(url: str) -> Engine:
+def make_engine(url: str, *, pool_size: int = DEFAULT_POOL_SIZE) -> Engine:
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
         event.listen(engine, "connect", _sqlite_on_connect)
         event.listen(engine, "begin", _sqlite_on_begin)
         return engine
-    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=10)
+    # Up to twice pool_size connections per process: size it so that every process together
+    # stays under the server's max_connections.
+    return create_engine(url, pool_pre_ping=True, pool_size=pool_size, max_overflow=pool_size)
 
 
 def _sqlite_on_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
@@ -54,9 +57,9 @@ def _sqlite_on_begin(conn: Connection) -> None:
 
 
 class Database:
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, pool_size: int = DEFAULT_POOL_SIZE) -> None:
         self.url = url
-        self.engine = make_engine(url)
+        self.engine = make_engine(url, pool_size=pool_size)
         self.is_sqlite = url.startswith("sqlite")
         self._write_engine = self.engine.execution_options(paywarden_write=True)
 

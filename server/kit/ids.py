@@ -17,6 +17,7 @@ PREFIXES = {
     "event": "evt",
     "rule": "rule",
     "finding": "oop",
+    "catalog": "cat",
 }
 
 

@@ -1,4 +1,5 @@
-"""The tables of the first schema: tenancy, policy versions, wallets, tokens, the ledger, audit."""
+"""The tables: tenancy (organisations, teams, members, agents), policy and rule versions, wallets,
+tokens, the ledger of payment intents, approvals, the catalog, audit and job leases."""
 
 from __future__ import annotations
 
@@ -24,6 +25,34 @@ class Organization(SQLModel, table=True):
     created_at: datetime = _ts()
 
 
+class Team(SQLModel, table=True):
+    """A group of an organisation's agents; team rules apply to all of them together."""
+
+    __tablename__ = "teams"
+    __table_args__ = (UniqueConstraint("org_id", "name"),)
+
+    id: str = Field(primary_key=True, max_length=40)
+    org_id: str = Field(foreign_key="organizations.id", index=True, max_length=40)
+    name: str = Field(max_length=120)
+    created_at: datetime = _ts()
+
+
+class Member(SQLModel, table=True):
+    """A person of one organisation. Only the hash of the one-time enrolment token is kept."""
+
+    __tablename__ = "members"
+    __table_args__ = (UniqueConstraint("org_id", "email"),)
+
+    id: str = Field(primary_key=True, max_length=40)
+    org_id: str = Field(foreign_key="organizations.id", index=True, max_length=40)
+    email: str = Field(max_length=254)
+    role: str = Field(max_length=20)  # owner | admin | approver | viewer
+    enroll_token_hash: str | None = Field(default=None, max_length=64, unique=True)
+    enroll_expires_at: datetime | None = _ts(nullable=True)
+    created_at: datetime = _ts()
+    disabled_at: datetime | None = _ts(nullable=True)
+
+
 class Agent(SQLModel, table=True):
     __tablename__ = "agents"
     __table_args__ = (UniqueConstraint("org_id", "name"),)
@@ -32,6 +61,8 @@ class Agent(SQLModel, table=True):
     org_id: str = Field(foreign_key="organizations.id", index=True, max_length=40)
     name: str = Field(max_length=120)
     network: str = Field(max_length=40)
+    team_id: str | None = Field(default=None, foreign_key="teams.id", index=True, max_length=40)
+    member_id: str | None = Field(default=None, foreign_key="members.id", index=True, max_length=40)
     created_at: datetime = _ts()
     disabled_at: datetime | None = _ts(nullable=True)
 
@@ -48,6 +79,33 @@ class PolicyVersion(SQLModel, table=True):
     version: int
     document: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
     created_by: str = Field(max_length=120)
+    created_at: datetime = _ts()
+
+
+class RuleVersion(SQLModel, table=True):
+    """One immutable row per version of a spending rule; the newest version of a rule is in force.
+
+    Removing a rule writes a version with `active` false, so every decision's recorded versions can
+    still be read back. `scope_id` names the agent, team, member or organisation the rule is for.
+    """
+
+    __tablename__ = "rule_versions"
+    __table_args__ = (Index("ix_rule_versions_scope", "scope", "scope_id"),)
+
+    rule_id: str = Field(primary_key=True, max_length=40)
+    version: int = Field(primary_key=True)
+    org_id: str = Field(foreign_key="organizations.id", index=True, max_length=40)
+    scope: str = Field(max_length=10)  # agent | team | member | org
+    scope_id: str = Field(max_length=40)
+    kind: str = Field(max_length=10)  # limit | deny | hold
+    host: str | None = Field(default=None, max_length=255)
+    path_prefix: str | None = Field(default=None, max_length=512)
+    limit_atomic: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    window: str | None = Field(default=None, max_length=10)  # day | week | month
+    source: str = Field(max_length=10)  # admin | chat | default
+    active: bool = True
+    expires_at: datetime | None = _ts(nullable=True)
+    created_by: str = Field(max_length=160)
     created_at: datetime = _ts()
 
 
@@ -97,6 +155,7 @@ class PaymentIntent(SQLModel, table=True):
         Index("ix_payment_intents_agent_created", "agent_id", "created_at"),
         Index("ix_payment_intents_org_authorized", "org_id", "authorized_at"),
         Index("ix_payment_intents_status_valid_before", "status", "valid_before"),
+        Index("ix_payment_intents_org_pay_to", "org_id", "pay_to"),
     )
 
     id: str = Field(primary_key=True, max_length=40)
@@ -109,6 +168,7 @@ class PaymentIntent(SQLModel, table=True):
     method: str = Field(max_length=10)
     host: str = Field(max_length=255)
     resource: str = Field(max_length=2048)  # the URL without its query string
+    path: str | None = Field(default=None, max_length=2048)  # the requested path, for rule conditions
     x402_version: int
     network: str = Field(max_length=40)
     asset: str = Field(max_length=42)
@@ -116,6 +176,7 @@ class PaymentIntent(SQLModel, table=True):
     amount_atomic: int = Field(sa_column=Column(BigInteger, nullable=False))
     payer: str = Field(max_length=42)
     nonce: str = Field(max_length=66)
+    # 0 while the intent waits for a human (`created`): the window is set when it is authorised.
     valid_after: int = Field(sa_column=Column(BigInteger, nullable=False))
     valid_before: int = Field(sa_column=Column(BigInteger, nullable=False))
     policy_version: int
@@ -127,11 +188,64 @@ class PaymentIntent(SQLModel, table=True):
     failure_code: str | None = Field(default=None, max_length=60)
     seller_reason: str | None = Field(default=None, max_length=500)
     created_at: datetime = _ts()
-    authorized_at: datetime = _ts()
+    authorized_at: datetime | None = _ts(nullable=True)  # None while held for a human
     submitted_at: datetime | None = _ts(nullable=True)
     completed_at: datetime | None = _ts(nullable=True)
     settled_at: datetime | None = _ts(nullable=True)
     updated_at: datetime = _ts()
+
+
+class Approval(SQLModel, table=True):
+    """A held payment waiting for (or decided by) a human. It belongs to exactly one intent, whose
+    idempotency key the agent retries with once the approval is granted."""
+
+    __tablename__ = "approvals"
+    __table_args__ = (
+        Index("ix_approvals_org_status", "org_id", "status"),
+        Index("ix_approvals_agent_status", "agent_id", "status"),
+    )
+
+    id: str = Field(primary_key=True, max_length=40)
+    org_id: str = Field(foreign_key="organizations.id", max_length=40)
+    agent_id: str = Field(foreign_key="agents.id", max_length=40)
+    intent_id: str = Field(foreign_key="payment_intents.id", unique=True, max_length=40)
+    idempotency_key: str = Field(max_length=128)
+    status: str = Field(max_length=12)  # pending | approved | denied | expired | consumed
+    reason: str = Field(max_length=40)
+    threshold_atomic: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    amount_atomic: int = Field(sa_column=Column(BigInteger, nullable=False))
+    host: str = Field(max_length=255)
+    resource: str = Field(max_length=2048)
+    pay_to: str = Field(max_length=42)
+    network: str = Field(max_length=40)
+    asset: str = Field(max_length=42)
+    decision: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+    created_at: datetime = _ts()
+    expires_at: datetime = _ts()
+    decided_at: datetime | None = _ts(nullable=True)
+    decided_by: str | None = Field(default=None, max_length=40)  # the member who decided
+    consumed_at: datetime | None = _ts(nullable=True)
+
+
+class CatalogEntry(SQLModel, table=True):
+    """A seller listed in the catalog. `pinned_pay_to` holds its known receiving addresses,
+    lower-case; an empty list means the seller rotates its address (`pay_to_mode` rotating)."""
+
+    __tablename__ = "catalog_entries"
+
+    id: str = Field(primary_key=True, max_length=40)
+    host: str = Field(max_length=255, unique=True)
+    name: str = Field(max_length=120)
+    url: str = Field(max_length=2048)
+    price_atomic: int = Field(sa_column=Column(BigInteger, nullable=False))
+    network: str = Field(max_length=40)
+    category: str = Field(max_length=40)
+    pay_to_mode: str = Field(max_length=10)  # pinned | rotating
+    pinned_pay_to: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    created_by: str = Field(max_length=160)
+    created_at: datetime = _ts()
+    verified_at: datetime | None = _ts(nullable=True)
+    suspended_at: datetime | None = _ts(nullable=True)
 
 
 class AuditEvent(SQLModel, table=True):

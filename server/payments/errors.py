@@ -43,11 +43,6 @@ class PolicyDenied(PaywardenError):
     message = "The agent's spending policy denied this payment, so nothing was paid. See reasons."
 
 
-class ApprovalRequired(PaywardenError):
-    code = "approval_required"
-    message = "The payment needs a human approval that this server cannot track yet, so nothing was paid."
-
-
 class WalletNotConfigured(PaywardenError):
     code = "wallet_not_configured"
     message = (

@@ -1,90 +1,74 @@
-"""The ledger of payment intents: counted spend, legal state changes, and atomic reservations.
+"""The ledger of payment intents: decisions, atomic reservations, holds, and legal state changes.
 
-A payment counts against the agent's windows from the moment it is authorised. A failed or
-expired payment keeps counting until its authorisation's `validBefore` has passed, because until
-then the signed transfer could still be submitted. Reservation reads the spend and writes the
-intent in one transaction that holds the organisation's write lock, so no two payments can both
-fit under a cap that only has room for one.
+Reservation reads every counted spend, decides and writes the intent in one transaction that
+holds the organisation's write lock (PostgreSQL row lock, SQLite IMMEDIATE transaction), so no two
+payments can both fit under a cap that has room for one, across any number of processes. A held
+payment is written as a `created` intent with its approval; the retry after approval authorises
+that same intent, after deciding again, in one such transaction too.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import datetime
+from typing import Any, Literal
 
-from sqlalchemy import and_, func, or_
 from sqlmodel import Session, col, select
 
+from server.approvals.service import (
+    MAX_PENDING_PER_AGENT,
+    MAX_PENDING_PER_ORG,
+    ApprovalConsumed,
+    ApprovalDenied,
+    ApprovalExpired,
+    consume,
+    create_approval,
+    effective_status,
+    for_intent,
+    pending_counts,
+)
 from server.audit.service import record as audit
 from server.kit.db import lock_org
 from server.kit.errors import PaywardenError
 from server.kit.ids import new_id
 from server.kit.money import format_usd
-from server.models import Agent, PaymentIntent
-from server.policy.engine import Decision, Payment, Usage, evaluate
-from server.policy.model import Policy
+from server.models import Agent, Approval, Organization, PaymentIntent
+from server.payments.states import (
+    COUNTED,
+    COUNTED_UNTIL_VALID_BEFORE,
+    STATUSES,
+    TRANSITIONS,
+    IllegalTransition,
+    transition,
+)
+from server.payments.usage import context_for, counted_clause, spent_since, usage_for
+from server.policy.engine import Decision, Payment, evaluate
+from server.policy.rule_service import rules_for_agent
 from server.policy.service import current_policy
 from server.x402.authorization import derive_nonce, validity_window
 from server.x402.selection import Selection
 
-STATUSES = ("created", "authorized", "submitted", "settlement_pending", "settled", "failed", "expired")
-COUNTED = ("authorized", "submitted", "settlement_pending", "settled")
-COUNTED_UNTIL_VALID_BEFORE = ("failed", "expired")
-IN_FLIGHT = ("created", "authorized", "submitted")
-
-TRANSITIONS: dict[str, frozenset[str]] = {
-    "created": frozenset({"authorized", "failed"}),
-    "authorized": frozenset({"submitted", "failed", "expired"}),
-    "submitted": frozenset({"settlement_pending", "settled", "failed", "expired"}),
-    "settlement_pending": frozenset({"settled", "failed", "expired"}),
-    # Only chain evidence moves a payment out of a final state: the transfer was found after all.
-    "failed": frozenset({"settled"}),
-    "expired": frozenset({"settled"}),
-    "settled": frozenset(),
-}
+__all__ = [
+    "COUNTED",
+    "COUNTED_UNTIL_VALID_BEFORE",
+    "STATUSES",
+    "TRANSITIONS",
+    "IllegalTransition",
+    "counted_clause",
+    "spent_since",
+    "transition",
+]
 
 
-class IllegalTransition(PaywardenError):
-    code = "internal_error"
-    message = "Unexpected error in the server."
+# What the purchase flow may still record about a payment the chain already showed as settled.
+SETTLED_STAYS = frozenset({"submitted", "settlement_pending", "failed", "expired"})
 
 
-def transition(intent: PaymentIntent, to: str, *, now: datetime) -> None:
-    if to not in TRANSITIONS[intent.status]:
-        raise IllegalTransition(detail=f"{intent.status} -> {to}")
-    intent.status = to
-    intent.updated_at = now
-
-
-def counted_clause(now_unix: int) -> Any:
-    return or_(
-        col(PaymentIntent.status).in_(COUNTED),
-        and_(
-            col(PaymentIntent.status).in_(COUNTED_UNTIL_VALID_BEFORE),
-            col(PaymentIntent.valid_before) > now_unix,
-        ),
-    )
-
-
-def spent_since(session: Session, *, agent_id: str, since: datetime, now: datetime) -> tuple[int, int]:
-    """(atomic amount, number of payments) counted for the agent since `since`."""
-    row = session.exec(
-        select(func.coalesce(func.sum(PaymentIntent.amount_atomic), 0), func.count())
-        .where(PaymentIntent.agent_id == agent_id)
-        .where(col(PaymentIntent.authorized_at) >= since)
-        .where(counted_clause(int(now.timestamp())))
-    ).one()
-    return int(row[0]), int(row[1])
-
-
-def usage_for(session: Session, *, agent_id: str, policy: Policy, now: datetime) -> Usage:
-    day_start = now.replace(hour=0, minute=0, second=0, microsecond=0)
-    spent_today, _ = spent_since(session, agent_id=agent_id, since=day_start, now=now)
-    window_start = now - timedelta(seconds=policy.velocity.window_seconds)
-    window_spent, window_count = spent_since(session, agent_id=agent_id, since=window_start, now=now)
-    return Usage(
-        spent_today_atomic=spent_today, window_tx_count=window_count, window_spent_atomic=window_spent
+class ApprovalMismatch(PaywardenError):
+    code = "approval_mismatch"
+    message = (
+        "The seller now asks for a different payment (amount, payee or network) than the one a human "
+        "approved, so nothing was paid. Call fetch_paid without idempotencyKey to ask again."
     )
 
 
@@ -112,20 +96,40 @@ class PurchaseFacts:
     wallet_mode: str
     instruction_like_description: bool = False
 
+    def payment(self) -> Payment:
+        return Payment(
+            host=self.host,
+            path=self.path,
+            network=self.selection.network,
+            asset="USDC",
+            pay_to=self.selection.pay_to,
+            amount_atomic=self.selection.amount_atomic,
+            resource_host=self.resource_host,
+            instruction_like_description=self.instruction_like_description,
+        )
+
+
+ReservationKind = Literal["existing", "denied", "held", "queue_full", "authorized"]
+
 
 @dataclass(frozen=True)
 class Reservation:
+    kind: ReservationKind
     decision: Decision | None = None
-    intent: PaymentIntent | None = None
-    existing: PaymentIntent | None = None  # the key already names a purchase
+    intent: PaymentIntent | None = None  # the new intent, or the one the key already names
+    approval: Approval | None = None
 
 
-def _decision_record(decision: Decision, facts: PurchaseFacts) -> dict[str, Any]:
+def decision_record(decision: Decision, facts: PurchaseFacts) -> dict[str, Any]:
+    """What an intent, an approval and the audit keep of a decision: codes, versions, the payment."""
     return {
         "outcome": decision.outcome,
         "reasons": list(decision.reasons),
         "policyVersion": decision.policy_version,
+        "versions": decision.versions,
         "holdReason": decision.hold_reason,
+        "rules": list(decision.rules),
+        "ruleScopes": dict(decision.rule_scopes),
         "host": facts.host,
         "network": facts.selection.network,
         "payTo": facts.selection.pay_to,
@@ -133,53 +137,42 @@ def _decision_record(decision: Decision, facts: PurchaseFacts) -> dict[str, Any]
     }
 
 
-def reserve(
-    session: Session, *, agent: Agent, facts: PurchaseFacts, actor: str, now: datetime
-) -> Reservation:
-    """Decide and, when allowed, record the authorised intent: one transaction, org-locked."""
-    lock_org(session, agent.org_id)
-    existing = find_by_key(session, agent_id=agent.id, key=facts.idempotency_key)
-    if existing is not None:
-        return Reservation(existing=existing)
+def decide(session: Session, *, agent: Agent, facts: PurchaseFacts, now: datetime) -> Decision:
+    """The policy's decision on this purchase now. Writes nothing; reserve() calls it under the lock."""
     policy = current_policy(session, agent.id)
-    selection = facts.selection
-    payment = Payment(
-        host=facts.host,
-        path=facts.path,
-        network=selection.network,
-        asset="USDC",
-        pay_to=selection.pay_to,
-        amount_atomic=selection.amount_atomic,
-        resource_host=facts.resource_host,
-        instruction_like_description=facts.instruction_like_description,
-    )
-    decision = evaluate(policy, payment, usage_for(session, agent_id=agent.id, policy=policy, now=now))
-    record = _decision_record(decision, facts)
-    if not decision.allowed:
-        audit(
-            session,
-            org_id=agent.org_id,
-            type="payment.denied" if decision.outcome == "deny" else "payment.held",
-            actor=actor,
-            agent_id=agent.id,
-            data={**record, "idempotencyKey": facts.idempotency_key},
-            now=now,
-        )
-        return Reservation(decision=decision)
+    rules = rules_for_agent(session, agent, now=now)
+    usage = usage_for(session, agent=agent, policy=policy, rules=rules, now=now)
+    context = context_for(session, agent=agent, host=facts.host, pay_to=facts.selection.pay_to)
+    return evaluate(policy, rules, usage, facts.payment(), context)
 
+
+def _authorize(intent: PaymentIntent, *, facts: PurchaseFacts, now: datetime) -> None:
+    valid_after, valid_before = validity_window(int(now.timestamp()), facts.selection.max_timeout_seconds)
+    intent.payer = facts.payer
+    intent.wallet_mode = facts.wallet_mode
+    intent.valid_after = valid_after
+    intent.valid_before = valid_before
+    intent.authorized_at = now
+    intent.updated_at = now
+
+
+def _new_intent(
+    agent: Agent, facts: PurchaseFacts, decision: Decision, record: dict[str, Any], now: datetime
+) -> PaymentIntent:
     intent_id = new_id("intent")
-    valid_after, valid_before = validity_window(int(now.timestamp()), selection.max_timeout_seconds)
-    intent = PaymentIntent(
+    selection = facts.selection
+    return PaymentIntent(
         id=intent_id,
         org_id=agent.org_id,
         agent_id=agent.id,
         idempotency_key=facts.idempotency_key,
         fingerprint=facts.fingerprint,
-        status="authorized",
+        status="created",
         origin=facts.origin,
         method=facts.method,
         host=facts.host,
         resource=facts.resource,
+        path=facts.path,
         x402_version=facts.x402_version,
         network=selection.network,
         asset=selection.asset,
@@ -187,45 +180,158 @@ def reserve(
         amount_atomic=selection.amount_atomic,
         payer=facts.payer,
         nonce=derive_nonce(intent_id),
-        valid_after=valid_after,
-        valid_before=valid_before,
+        valid_after=0,
+        valid_before=0,
         policy_version=decision.policy_version,
         decision=record,
         wallet_mode=facts.wallet_mode,
         created_at=now,
-        authorized_at=now,
+        authorized_at=None,
         updated_at=now,
     )
-    session.add(intent)
-    session.flush()
+
+
+def _audit(
+    session: Session,
+    *,
+    agent: Agent,
+    type: str,
+    actor: str,
+    data: dict[str, Any],
+    now: datetime,
+    intent: PaymentIntent | None = None,
+) -> None:
     audit(
         session,
         org_id=agent.org_id,
-        type="payment.authorized",
+        type=type,
         actor=actor,
         agent_id=agent.id,
-        subject_id=intent.id,
-        data={
-            **record,
-            "idempotencyKey": facts.idempotency_key,
-            "origin": facts.origin,
-            "nonce": intent.nonce,
-        },
+        subject_id=intent.id if intent else None,
+        data=data,
         now=now,
     )
-    return Reservation(decision=decision, intent=intent)
+
+
+def reserve(
+    session: Session, *, agent: Agent, facts: PurchaseFacts, actor: str, now: datetime
+) -> Reservation:
+    """Decide and record: an authorised intent, a held one with its approval, or a denial."""
+    lock_org(session, agent.org_id)
+    existing = find_by_key(session, agent_id=agent.id, key=facts.idempotency_key)
+    if existing is not None:
+        return Reservation("existing", intent=existing)
+    decision = decide(session, agent=agent, facts=facts, now=now)
+    record = decision_record(decision, facts)
+    base = {**record, "idempotencyKey": facts.idempotency_key, "origin": facts.origin}
+
+    if decision.outcome == "deny":
+        _audit(session, agent=agent, type="payment.denied", actor=actor, data=base, now=now)
+        return Reservation("denied", decision=decision)
+
+    intent = _new_intent(agent, facts, decision, record, now)
+    if decision.outcome == "hold":
+        agent_pending, org_pending = pending_counts(session, org_id=agent.org_id, agent_id=agent.id, now=now)
+        if agent_pending >= MAX_PENDING_PER_AGENT or org_pending >= MAX_PENDING_PER_ORG:
+            data = {**base, "queueFull": True, "agentPending": agent_pending, "orgPending": org_pending}
+            _audit(session, agent=agent, type="payment.denied", actor=actor, data=data, now=now)
+            return Reservation("queue_full", decision=decision)
+        session.add(intent)
+        session.flush()
+        org = session.get(Organization, agent.org_id)
+        assert org is not None
+        approval = create_approval(
+            session, org=org, intent=intent, decision=decision, decision_record=record, now=now
+        )
+        data = {**base, "approvalId": approval.id, "expiresAt": approval.expires_at.isoformat()}
+        _audit(session, agent=agent, type="payment.held", actor=actor, data=data, now=now, intent=intent)
+        return Reservation("held", decision=decision, intent=intent, approval=approval)
+
+    transition(intent, "authorized", now=now)
+    _authorize(intent, facts=facts, now=now)
+    session.add(intent)
+    session.flush()
+    data = {**base, "nonce": intent.nonce}
+    _audit(session, agent=agent, type="payment.authorized", actor=actor, data=data, now=now, intent=intent)
+    return Reservation("authorized", decision=decision, intent=intent)
+
+
+def raise_for_approval(approval: Approval, now: datetime) -> None:
+    """The error for retrying a held payment whose approval cannot pay (any status but approved)."""
+    status = effective_status(approval, now)
+    if status == "denied":
+        raise ApprovalDenied()
+    if status == "expired":
+        raise ApprovalExpired()
+    if status == "consumed":
+        raise ApprovalConsumed(intentId=approval.intent_id)
+
+
+def authorize_held(
+    session: Session, *, agent: Agent, intent_id: str, facts: PurchaseFacts, actor: str, now: datetime
+) -> Reservation:
+    """The retry of an approved payment: decide again, then authorise the held intent once."""
+    lock_org(session, agent.org_id)
+    intent = session.get(PaymentIntent, intent_id)
+    assert intent is not None
+    session.refresh(intent)
+    approval = for_intent(session, intent.id)
+    assert approval is not None
+    if intent.status != "created":
+        if approval.status in ("denied", "expired"):
+            raise_for_approval(approval, now)
+        return Reservation("existing", intent=intent)  # a concurrent retry got there first
+    if effective_status(approval, now) != "approved":
+        raise_for_approval(approval, now)
+        return Reservation("held", intent=intent, approval=approval)
+    selection = facts.selection
+    if (
+        selection.amount_atomic != approval.amount_atomic
+        or selection.pay_to.lower() != approval.pay_to.lower()
+        or selection.network != approval.network
+        or facts.host != approval.host
+    ):
+        raise ApprovalMismatch(approvalId=approval.id)
+
+    decision = decide(session, agent=agent, facts=facts, now=now)
+    record = {**decision_record(decision, facts), "approvalId": approval.id}
+    base = {**record, "idempotencyKey": facts.idempotency_key, "origin": facts.origin}
+    if decision.outcome == "deny":
+        # The approval stays usable until its retry window closes: a human may lift the limit.
+        _audit(session, agent=agent, type="payment.denied", actor=actor, data=base, now=now, intent=intent)
+        return Reservation("denied", decision=decision)
+
+    # Any hold is covered: a human approved exactly this amount, payee, network and host.
+    record["coveredHold"] = decision.hold_reason
+    transition(intent, "authorized", now=now)
+    _authorize(intent, facts=facts, now=now)
+    intent.policy_version = decision.policy_version
+    intent.decision = record
+    intent.origin = facts.origin
+    session.add(intent)
+    consume(approval, now=now)
+    session.add(approval)
+    session.flush()
+    data = {**base, "coveredHold": decision.hold_reason, "nonce": intent.nonce}
+    _audit(session, agent=agent, type="payment.authorized", actor=actor, data=data, now=now, intent=intent)
+    return Reservation("authorized", decision=decision, intent=intent, approval=approval)
 
 
 def update_intent(
     session: Session, *, intent_id: str, to: str, actor: str, now: datetime, event: str, **fields: Any
 ) -> PaymentIntent:
-    """Move an intent to `to`, set fields, and audit it, under the organisation's lock."""
+    """Move an intent to `to`, set fields, and audit it, under the organisation's lock.
+
+    `settled` is final: when a concurrent check (a replay, the reconciler) already found the
+    transfer on-chain, the seller's later answer is recorded without moving the intent back.
+    """
     intent = session.get(PaymentIntent, intent_id)
     if intent is None:
         raise IllegalTransition(detail="unknown intent")
     lock_org(session, intent.org_id)
     session.refresh(intent)
-    if intent.status != to:
+    settled_already = intent.status == "settled" and to in SETTLED_STAYS
+    if intent.status != to and not settled_already:
         transition(intent, to, now=now)
     for name, value in fields.items():
         setattr(intent, name, value)
@@ -253,4 +359,5 @@ def list_payments(session: Session, *, agent_id: str, limit: int, status: str | 
     query = select(PaymentIntent).where(PaymentIntent.agent_id == agent_id)
     if status is not None:
         query = query.where(PaymentIntent.status == status)
-    return list(session.exec(query.order_by(col(PaymentIntent.created_at).desc()).limit(limit)))
+    order = (col(PaymentIntent.created_at).desc(), col(PaymentIntent.id).desc())
+    return list(session.exec(query.order_by(*order).limit(limit)))

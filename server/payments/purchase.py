@@ -3,12 +3,15 @@
 Order matters and is the product's promise:
 1. the host is checked against the policy before anything is sent;
 2. a 402's challenge is read and one payable offer chosen, within the call's maxAmountUsd;
-3. the policy decides and, if it allows, the payment is reserved against every cap atomically;
+3. the policy decides and, if it allows, the payment is reserved against every cap atomically; a
+   payment that passes every rule but needs a human is held (`pending_approval`) and signs nothing;
 4. the wallet signs an EIP-3009 authorisation whose nonce is derived from the intent;
 5. the signed request goes once to the URL that asked for it, never following a redirect;
 6. the seller's answer is recorded; `settled` is set only from chain logs.
 Any failure after signing leaves the intent in a state that keeps counting against the caps until
 the authorisation can no longer settle, and is reported with the intent and idempotency key.
+A retry with the key of a held payment pays only once a human approved it, after every check above
+has run again.
 """
 
 from __future__ import annotations
@@ -17,22 +20,24 @@ import json
 import logging
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any
 
 import anyio
 from sqlalchemy.exc import SQLAlchemyError
 
 from auth.principal import Principal
+from server.approvals.service import ApprovalQueueFull, approval_url, effective_status, for_intent
+from server.catalog.service import listing_for
 from server.chain.reconcile import SettlementChecker
 from server.chain.service import ChainService
 from server.kit.clock import Clock
 from server.kit.db import Database
 from server.kit.errors import PaywardenError
 from server.kit.money import atomic_to_usd, format_usd
-from server.models import Agent, PaymentIntent, Wallet
+from server.models import Agent, Approval, PaymentIntent, Wallet
 from server.payments import ledger
 from server.payments.errors import (
     AmountExceedsMax,
-    ApprovalRequired,
     ControlPlaneUnavailable,
     HostNotAllowed,
     IdempotencyKeyReused,
@@ -51,10 +56,10 @@ from server.payments.errors import (
 )
 from server.payments.fingerprint import new_idempotency_key, request_fingerprint
 from server.payments.inputs import FetchPaidInput
-from server.payments.results import FreeOutcome, PaidOutcome, body_of, payment_fields
-from server.policy.engine import host_allowed
+from server.payments.results import FreeOutcome, PaidOutcome, PendingOutcome, body_of, payment_fields
+from server.policy.engine import Decision, host_allowed
 from server.policy.model import Policy
-from server.policy.service import current_policy
+from server.policy.service import add_catalog_host, current_policy
 from server.sellers.client import REDIRECT_STATUSES, SellerClient, SellerRequest, SellerResponse
 from server.sellers.errors import ResponseLost, SellerTimeout
 from server.settings import SUPPORTED_NETWORKS, Settings
@@ -78,11 +83,83 @@ MIN_SECONDS_FOR_PAID_REQUEST = 1.0
 MAX_CHALLENGE_TEXT_BYTES = 32 * 1024
 
 
+MEMBER_CAP_HINT = (
+    "The person this agent belongs to reached their daily sub-cap across all their agents, or has none "
+    "yet. Do not retry today: a person asks an admin of the organisation to set or raise it."
+)
+RULE_HINT = (
+    "A spending rule named in rules refused this payment. Only a person can change a rule; get_budget "
+    "shows what each limit leaves and when it resets."
+)
+
+
 @dataclass(frozen=True)
 class AgentContext:
     agent: Agent
     policy: Policy
     wallet: Wallet | None
+    listed: bool  # the catalog lists the requested host
+
+
+def denial_fields(decision: Decision) -> dict[str, Any]:
+    """The extra fields of policy_denied: reasons, versions, the rules behind them and a hint."""
+    fields: dict[str, Any] = {"reasons": list(decision.reasons), "policyVersion": decision.policy_version}
+    if decision.rules:
+        fields["rules"] = list(decision.rules)
+        fields["ruleScopes"] = dict(decision.rule_scopes)
+    if "member_cap_exceeded" in decision.reasons:
+        fields["hint"] = MEMBER_CAP_HINT
+    elif {"rule_denied", "rule_limit_exceeded"} & set(decision.reasons):
+        fields["hint"] = RULE_HINT
+    return fields
+
+
+def read_challenge(response: SellerResponse) -> Challenge:
+    """x402 v2 from the PAYMENT-REQUIRED header; without one, x402 v1 from the JSON body."""
+    header = response.headers.get(PAYMENT_REQUIRED)
+    try:
+        if header:
+            return decode_payment_required(header)
+        return decode_v1_body(response.body)
+    except ChallengeError as exc:
+        raise InvalidPaymentRequired() from exc
+
+
+def check_resource(host: str, challenge: Challenge, selection: Selection) -> str | None:
+    """The host the challenge asks to be paid for; another host than the URL's is refused."""
+    named = selection.offer.resource_url or challenge.resource_url
+    if named is None:
+        return None
+    resource_host = host_of(named)
+    if resource_host != host:
+        raise ResourceMismatch()
+    return resource_host
+
+
+def choose_offer(challenge: Challenge, policy: Policy, settings: Settings) -> Selection:
+    try:
+        return select_offer(challenge, usdc_by_network=settings.assets, preferred_networks=policy.networks)
+    except NoOffer as exc:
+        raise NoPayableEntry(reason=exc.reason) from exc
+
+
+def check_max(amount_atomic: int, max_amount_usd: Decimal | None) -> None:
+    if max_amount_usd is not None and atomic_to_usd(amount_atomic) > max_amount_usd:
+        raise AmountExceedsMax(
+            maxAmountUsd=format_usd(max_amount_usd), amountUsd=format_usd(amount_atomic, atomic=True)
+        )
+
+
+def load_context(db: Database, principal: Principal, host: str) -> AgentContext:
+    assert principal.agent_id is not None
+    with db.read() as session:
+        agent = find_agent(session, principal.agent_id, org_id=principal.org_id)
+        return AgentContext(
+            agent,
+            current_policy(session, agent.id),
+            active_wallet(session, agent.id),
+            listing_for(session, host) is not None,
+        )
 
 
 class PurchaseService:
@@ -99,36 +176,49 @@ class PurchaseService:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def _load(self, principal: Principal) -> AgentContext:
-        assert principal.agent_id is not None
+    def _find_intent(self, agent_id: str, key: str) -> tuple[PaymentIntent | None, Approval | None]:
         with self._db.read() as session:
-            agent = find_agent(session, principal.agent_id, org_id=principal.org_id)
-            return AgentContext(agent, current_policy(session, agent.id), active_wallet(session, agent.id))
+            intent = ledger.find_by_key(session, agent_id=agent_id, key=key)
+            return intent, (for_intent(session, intent.id) if intent else None)
 
-    def _find_intent(self, agent_id: str, key: str) -> PaymentIntent | None:
+    def _approval_of(self, intent_id: str) -> Approval | None:
         with self._db.read() as session:
-            return ledger.find_by_key(session, agent_id=agent_id, key=key)
+            return for_intent(session, intent_id)
+
+    def _pending(self, intent: PaymentIntent, approval: Approval) -> PendingOutcome:
+        return PendingOutcome(intent, approval, approval_url(self._settings.public_url, approval.id))
 
     # -- the flow --------------------------------------------------------------------------
 
-    async def fetch_paid(self, principal: Principal, request: FetchPaidInput) -> FreeOutcome | PaidOutcome:
+    async def fetch_paid(
+        self, principal: Principal, request: FetchPaidInput
+    ) -> FreeOutcome | PaidOutcome | PendingOutcome:
         # One deadline for the whole exchange with the seller: the request, its redirects and the
         # paid request.
         deadline = anyio.current_time() + self._settings.fetch_timeout_ms / 1000
         try:
-            context = await self._db.run(self._load, principal)
+            context = await self._db.run(load_context, self._db, principal, request.host)
         except SQLAlchemyError as exc:
             log.exception("could not load the agent's policy")
             raise ControlPlaneUnavailable() from exc
-        if not host_allowed(context.policy, request.host):
+        if not host_allowed(context.policy, request.host, listed=context.listed):
             await self._db.run(self._audit_host_denied, principal, context.agent, request)
             raise HostNotAllowed(host=request.host)
 
         fingerprint = request_fingerprint(request)
+        held: PaymentIntent | None = None
         if request.idempotency_key is not None:
-            existing = await self._db.run(self._find_intent, context.agent.id, request.idempotency_key)
+            existing, approval = await self._db.run(
+                self._find_intent, context.agent.id, request.idempotency_key
+            )
             if existing is not None:
-                return await self._resume(existing, fingerprint)
+                if existing.status != "created" or existing.fingerprint != fingerprint:
+                    return await self._resume(existing, fingerprint)
+                assert approval is not None
+                if effective_status(approval, self._clock.now()) != "approved":
+                    ledger.raise_for_approval(approval, self._clock.now())
+                    return self._pending(existing, approval)
+                held = existing  # approved: every check runs again below, then it pays once
         key = request.idempotency_key or new_idempotency_key()
 
         first = await self._sellers.fetch(
@@ -137,11 +227,11 @@ class PurchaseService:
         if first.status != 402:
             return FreeOutcome(first.status, request.host, body_of(first), first.redirect_not_followed)
 
-        challenge = self._read_challenge(first)
-        selection = self._select(challenge, context.policy)
-        self._check_max(selection.amount_atomic, request.max_amount_usd)
-        resource_host = self._check_resource(request.host, challenge, selection)
-        instruction_like = any_instructions([*challenge.seller_texts(), _body_text(first)])
+        challenge = read_challenge(first)
+        selection = choose_offer(challenge, context.policy, self._settings)
+        check_max(selection.amount_atomic, request.max_amount_usd)
+        resource_host = check_resource(request.host, challenge, selection)
+        reads_like_orders = instruction_like(challenge, first)
         if context.wallet is None:
             raise WalletNotConfigured()
         await self._check_balance(principal, context.agent, context.wallet, selection)
@@ -161,27 +251,53 @@ class PurchaseService:
             selection=selection,
             payer=context.wallet.address,
             wallet_mode=context.wallet.mode,
-            instruction_like_description=instruction_like,
+            instruction_like_description=reads_like_orders,
         )
-        reservation = await self._db.run(self._reserve, principal, context.agent, facts)
-        if reservation.existing is not None:
-            return await self._resume(reservation.existing, fingerprint)
-        decision = reservation.decision
-        assert decision is not None
-        if decision.outcome == "deny":
-            raise PolicyDenied(reasons=list(decision.reasons), policyVersion=decision.policy_version)
-        if decision.outcome == "hold":
-            raise ApprovalRequired(reason=decision.hold_reason)
+        if held is not None:
+            reservation = await self._db.run(self._authorize_held, principal, context.agent, held.id, facts)
+        else:
+            reservation = await self._db.run(self._reserve, principal, context.agent, facts)
+        if reservation.kind == "existing":
+            assert reservation.intent is not None
+            return await self._resume(reservation.intent, fingerprint)
+        if reservation.kind == "denied":
+            assert reservation.decision is not None
+            raise PolicyDenied(**denial_fields(reservation.decision))
+        if reservation.kind == "queue_full":
+            raise ApprovalQueueFull()
         assert reservation.intent is not None
-        return await self._pay(
+        if reservation.kind == "held":
+            assert reservation.approval is not None
+            return self._pending(reservation.intent, reservation.approval)
+        outcome = await self._pay(
             principal, reservation.intent, context.wallet, challenge, selection, first, request, deadline
         )
+        if outcome.intent.decision.get("coveredHold") == "catalog_new_host":
+            await self._db.run(self._add_catalog_host, principal, context.agent, request.host)
+        return outcome
 
     def _reserve(self, principal: Principal, agent: Agent, facts: ledger.PurchaseFacts) -> ledger.Reservation:
         with self._db.write() as session:
             return ledger.reserve(
                 session, agent=agent, facts=facts, actor=principal.actor, now=self._clock.now()
             )
+
+    def _authorize_held(
+        self, principal: Principal, agent: Agent, intent_id: str, facts: ledger.PurchaseFacts
+    ) -> ledger.Reservation:
+        with self._db.write() as session:
+            return ledger.authorize_held(
+                session,
+                agent=agent,
+                intent_id=intent_id,
+                facts=facts,
+                actor=principal.actor,
+                now=self._clock.now(),
+            )
+
+    def _add_catalog_host(self, principal: Principal, agent: Agent, host: str) -> None:
+        with self._db.write() as session:
+            add_catalog_host(session, agent=agent, host=host, actor=principal.actor, now=self._clock.now())
 
     def _audit_host_denied(self, principal: Principal, agent: Agent, request: FetchPaidInput) -> None:
         from server.audit.service import record
@@ -196,27 +312,6 @@ class PurchaseService:
                 data={"reasons": ["host_not_allowed"], "host": request.host, "stage": "before_request"},
                 now=self._clock.now(),
             )
-
-    def _read_challenge(self, response: SellerResponse) -> Challenge:
-        """x402 v2 from the PAYMENT-REQUIRED header; without one, x402 v1 from the JSON body."""
-        header = response.headers.get(PAYMENT_REQUIRED)
-        try:
-            if header:
-                return decode_payment_required(header)
-            return decode_v1_body(response.body)
-        except ChallengeError as exc:
-            raise InvalidPaymentRequired() from exc
-
-    @staticmethod
-    def _check_resource(host: str, challenge: Challenge, selection: Selection) -> str | None:
-        """The host the challenge asks to be paid for; another host than the URL's is refused."""
-        named = selection.offer.resource_url or challenge.resource_url
-        if named is None:
-            return None
-        resource_host = host_of(named)
-        if resource_host != host:
-            raise ResourceMismatch()
-        return resource_host
 
     async def _check_balance(
         self, principal: Principal, agent: Agent, wallet: Wallet, selection: Selection
@@ -269,21 +364,6 @@ class PurchaseService:
                 now=self._clock.now(),
             )
 
-    def _select(self, challenge: Challenge, policy: Policy) -> Selection:
-        try:
-            return select_offer(
-                challenge, usdc_by_network=self._settings.assets, preferred_networks=policy.networks
-            )
-        except NoOffer as exc:
-            raise NoPayableEntry(reason=exc.reason) from exc
-
-    @staticmethod
-    def _check_max(amount_atomic: int, max_amount_usd: Decimal | None) -> None:
-        if max_amount_usd is not None and atomic_to_usd(amount_atomic) > max_amount_usd:
-            raise AmountExceedsMax(
-                maxAmountUsd=format_usd(max_amount_usd), amountUsd=format_usd(amount_atomic, atomic=True)
-            )
-
     async def _pay(
         self,
         principal: Principal,
@@ -305,7 +385,7 @@ class PurchaseService:
                 valid_before=intent.valid_before,
             )
             # Checked again against what is actually signed, not only against the offer.
-            self._check_max(authorization.value, request.max_amount_usd)
+            check_max(authorization.value, request.max_amount_usd)
             if authorization.value != intent.amount_atomic or authorization.nonce != intent.nonce:
                 raise SignerError("the authorisation does not match the reserved intent")
             signature = await signer.sign_typed_data(typed_data(selection, authorization))
@@ -423,15 +503,25 @@ class PurchaseService:
 
     # -- replays ---------------------------------------------------------------------------
 
-    async def _resume(self, intent: PaymentIntent, fingerprint: str) -> PaidOutcome:
+    async def _resume(self, intent: PaymentIntent, fingerprint: str) -> PaidOutcome | PendingOutcome:
+        """The key already names a purchase: answer for it, never pay it again."""
         if intent.fingerprint != fingerprint:
             raise IdempotencyKeyReused()
+        if intent.status == "created":
+            approval = await self._db.run(self._approval_of, intent.id)
+            assert approval is not None
+            if effective_status(approval, self._clock.now()) != "approved":
+                ledger.raise_for_approval(approval, self._clock.now())
+            return self._pending(intent, approval)
         if intent.status in ("submitted", "settlement_pending", "failed"):
             # A seller may settle after answering badly: the chain, not the answer, decides.
             intent = await self.verify_settlement(None, intent)
         if intent.status in ("settled", "settlement_pending"):
             return PaidOutcome(intent, intent.seller_status, True, None)
         if intent.status in ("failed", "expired"):
+            approval = await self._db.run(self._approval_of, intent.id)
+            if approval is not None:
+                ledger.raise_for_approval(approval, self._clock.now())
             raise IntentNotReplayable(intentId=intent.id, idempotencyKey=intent.idempotency_key)
         raise PaymentInProgress(intentId=intent.id, idempotencyKey=intent.idempotency_key)
 
@@ -457,6 +547,11 @@ def _receipt(response: SellerResponse, challenge: Challenge) -> SettlementReceip
         if receipt is not None:
             return receipt
     return None
+
+
+def instruction_like(challenge: Challenge, response: SellerResponse) -> bool:
+    """Whether the 402's own words (its description, error and body) read like orders to an agent."""
+    return any_instructions([*challenge.seller_texts(), _body_text(response)])
 
 
 def _body_text(response: SellerResponse) -> str:

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from server.kit.clock import isoformat
 from server.kit.money import format_usd
-from server.models import PaymentIntent
+from server.models import Approval, PaymentIntent
 from server.sellers.client import SellerResponse
 
 _TEXT_TYPES = (
@@ -115,3 +116,34 @@ def payment_fields(intent: PaymentIntent) -> dict[str, Any]:
 
 def usd(value: Decimal | None) -> str | None:
     return None if value is None else format_usd(value)
+
+
+@dataclass(frozen=True)
+class PendingOutcome:
+    """A payment held for a human: nothing was signed. Retry with the same key once approved."""
+
+    intent: PaymentIntent
+    approval: Approval
+    approval_url: str
+
+    def fields(self) -> dict[str, Any]:
+        approval = self.approval
+        fields: dict[str, Any] = {
+            "status": "pending_approval",
+            "approvalId": approval.id,
+            "approvalUrl": self.approval_url,
+            "amountUsd": format_usd(approval.amount_atomic, atomic=True),
+            "reason": approval.reason,
+            "thresholdUsd": None
+            if approval.threshold_atomic is None
+            else format_usd(approval.threshold_atomic, atomic=True),
+            "host": approval.host,
+            "idempotencyKey": self.intent.idempotency_key,
+            "network": approval.network,
+            "payTo": approval.pay_to,
+            "expiresAt": isoformat(approval.expires_at),
+        }
+        if approval.reason == "rule":
+            fields["rules"] = list(approval.decision.get("rules", []))
+            fields["ruleScopes"] = dict(approval.decision.get("ruleScopes", {}))
+        return fields

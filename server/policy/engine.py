@@ -1,20 +1,48 @@
-"""The policy engine: pure functions from (policy, payment, usage) to a decision. No I/O.
+"""The policy engine: pure functions from (policy, rules, usage, payment, context) to a decision.
 
-A payment is allowed only when every rule passes; a denial lists every rule that failed, in the
-order a payment meets them. Holds for a human are considered only after every rule passed.
+No I/O: the ledger counts usage (per window and per rule, in the rule's scope) and looks up the
+catalog and the organisation's payees before calling, inside the transaction that then records the
+decision. A payment is allowed only when every rule passes; a denial lists every rule that failed,
+in the order a payment meets them. Holds for a human are considered only after every rule passed,
+and a hold has exactly one reason: the first that applies, in HOLD_ORDER.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Literal
+from typing import Any, Literal
 
-from server.kit.money import atomic_to_usd
+from server.kit.money import usd_to_atomic
 from server.policy.hosts import host_matches_any
 from server.policy.model import Policy
+from server.policy.rules import Rule
 
 Outcome = Literal["allow", "deny", "hold"]
+
+# Every denial reason, in the order a payment meets them (a denial lists them in this order).
+REASON_ORDER = (
+    "host_not_allowed",
+    "resource_host_mismatch",
+    "network_not_allowed",
+    "asset_not_allowed",
+    "pay_to_denied",
+    "seller_not_verified",
+    "pay_to_not_verified",
+    "invalid_amount",
+    "amount_exceeds_per_transaction",
+    "daily_cap_exceeded",
+    "member_cap_exceeded",
+    "rule_denied",
+    "rule_limit_exceeded",
+    "velocity_tx_exceeded",
+    "velocity_usd_exceeded",
+    "challenge_host_not_allowed",
+    "challenge_path_not_allowed",
+    "challenge_amount_exceeded",
+)
+HOLD_ORDER = ("rule", "catalog_new_host", "new_pay_to", "instruction_like_description", "threshold")
 
 
 @dataclass(frozen=True)
@@ -28,16 +56,37 @@ class Payment:
     pay_to: str
     amount_atomic: int | None  # None when the challenge's amount could not be read
     resource_host: str | None = None  # host of the resource the challenge names
-    instruction_like_description: bool = False  # the 402's text reads like orders to the agent
+    instruction_like_description: bool = False  # the 402's text reads like orders to an agent
 
 
 @dataclass(frozen=True)
 class Usage:
-    """What the agent already spent, counted by the ledger at decision time."""
+    """What was already spent, counted by the ledger at decision time."""
 
-    spent_today_atomic: int = 0
-    window_tx_count: int = 0
+    spent_today_atomic: int = 0  # the agent, this UTC day
+    window_tx_count: int = 0  # the agent, in the velocity window
     window_spent_atomic: int = 0
+    # Per limit rule: spend in the rule's scope and window that its conditions select.
+    rule_spent_atomic: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CatalogListing:
+    """The catalog's entry for the payment's host; `pinned_pay_to` is empty for rotating payees."""
+
+    pinned_pay_to: frozenset[str] = frozenset()  # lower-case addresses
+
+    def pins(self, pay_to: str) -> bool:
+        return pay_to.lower() in self.pinned_pay_to
+
+
+@dataclass(frozen=True)
+class Context:
+    """Facts about the payment beyond the agent's own usage."""
+
+    catalog: CatalogListing | None = None  # None: the host is not listed
+    pay_to_known: bool = False  # the organisation has paid this payee before
+    has_member: bool = False  # the agent belongs to a member, so the member's sub-cap applies
 
 
 @dataclass(frozen=True)
@@ -47,62 +96,185 @@ class Decision:
     policy_version: int
     hold_reason: str | None = None
     threshold_usd: Decimal | None = None
+    rules: tuple[str, ...] = ()  # the rules behind rule_denied, rule_limit_exceeded or a `rule` hold
+    rule_scopes: Mapping[str, str] = field(default_factory=dict)  # of those rules
+    rule_versions: Mapping[str, int] = field(default_factory=dict)  # of every rule considered
 
     @property
     def allowed(self) -> bool:
         return self.outcome == "allow"
 
+    @property
+    def versions(self) -> dict[str, Any]:
+        return {"policy": self.policy_version, "rules": dict(self.rule_versions)}
 
-def host_allowed(policy: Policy, host: str) -> bool:
-    """Allowed hosts, with deny hosts winning; an empty allow list allows nothing."""
-    return host_matches_any(policy.allow_hosts, host) and not host_matches_any(policy.deny_hosts, host)
+
+def host_allowed(policy: Policy, host: str, *, listed: bool = False) -> bool:
+    """Allowed hosts (or, with allowCatalogHosts, a host the catalog lists), deny hosts winning.
+
+    An empty allow list allows nothing unless the catalog rule lets a listed seller in.
+    """
+    if host_matches_any(policy.deny_hosts, host):
+        return False
+    return host_matches_any(policy.allow_hosts, host) or (policy.allow_catalog_hosts and listed)
 
 
-def denial_reasons(policy: Policy, payment: Payment, usage: Usage) -> tuple[str, ...]:
+def via_catalog(policy: Policy, host: str, *, listed: bool) -> bool:
+    """Allowed only because the catalog lists it: the first payment to such a host waits for a human."""
+    return (
+        policy.allow_catalog_hosts
+        and listed
+        and not host_matches_any(policy.allow_hosts, host)
+        and not host_matches_any(policy.deny_hosts, host)
+    )
+
+
+@dataclass(frozen=True)
+class _Findings:
+    reasons: tuple[str, ...]
+    rules: tuple[Rule, ...]
+
+
+def _rule_findings(
+    rules: Sequence[Rule], usage: Usage, payment: Payment, context: Context
+) -> tuple[list[str], list[Rule]]:
     reasons: list[str] = []
-    if not host_allowed(policy, payment.host):
-        reasons.append("host_not_allowed")
+    named: list[Rule] = []
+    selected = [rule for rule in rules if rule.matches(payment.host, payment.path)]
+    amount = payment.amount_atomic
+    if amount is not None and amount <= 0:
+        amount = None
+
+    member_caps = [rule for rule in rules if rule.is_member_cap]
+    if context.has_member and (
+        not member_caps or (amount is not None and any(_exceeds(rule, usage, amount) for rule in member_caps))
+    ):
+        reasons.append("member_cap_exceeded")
+    denying = [rule for rule in selected if rule.kind == "deny"]
+    if denying:
+        reasons.append("rule_denied")
+        named += denying
+    if amount is not None:
+        limiting = [
+            rule
+            for rule in selected
+            if rule.kind == "limit" and not rule.is_member_cap and _exceeds(rule, usage, amount)
+        ]
+        if limiting:
+            reasons.append("rule_limit_exceeded")
+            named += limiting
+    return reasons, named
+
+
+def _exceeds(rule: Rule, usage: Usage, amount: int) -> bool:
+    assert rule.limit_atomic is not None
+    return usage.rule_spent_atomic.get(rule.id, 0) + amount > rule.limit_atomic
+
+
+def _findings(
+    policy: Policy, rules: Sequence[Rule], usage: Usage, payment: Payment, context: Context
+) -> _Findings:
+    reasons: set[str] = set()
+    listed = context.catalog is not None
+    if not host_allowed(policy, payment.host, listed=listed):
+        reasons.add("host_not_allowed")
     if payment.resource_host is not None and payment.resource_host != payment.host:
-        reasons.append("resource_host_mismatch")
+        reasons.add("resource_host_mismatch")
     if payment.network not in policy.networks:
-        reasons.append("network_not_allowed")
+        reasons.add("network_not_allowed")
     if payment.asset is None or payment.asset not in policy.assets:
-        reasons.append("asset_not_allowed")
+        reasons.add("asset_not_allowed")
     if payment.pay_to.lower() in {addr.lower() for addr in policy.pay_to_deny}:
-        reasons.append("pay_to_denied")
+        reasons.add("pay_to_denied")
+    if policy.verified_sellers_only or via_catalog(policy, payment.host, listed=listed):
+        if context.catalog is None:
+            reasons.add("seller_not_verified")
+        elif context.catalog.pinned_pay_to and not context.catalog.pins(payment.pay_to):
+            reasons.add("pay_to_not_verified")
+
+    challenge = policy.challenge
+    if challenge.hosts and not host_matches_any(challenge.hosts, payment.host):
+        reasons.add("challenge_host_not_allowed")
+    if challenge.path_prefixes and not any(payment.path.startswith(p) for p in challenge.path_prefixes):
+        reasons.add("challenge_path_not_allowed")
+
+    rule_reasons, named = _rule_findings(rules, usage, payment, context)
+    reasons.update(rule_reasons)
 
     amount = payment.amount_atomic
     if amount is None or amount <= 0:
-        reasons.append("invalid_amount")
-        return tuple(reasons)
-    usd = atomic_to_usd(amount)
-    if usd > policy.max_usd_per_tx:
-        reasons.append("amount_exceeds_per_transaction")
-    if atomic_to_usd(usage.spent_today_atomic + amount) > policy.daily_cap_usd:
-        reasons.append("daily_cap_exceeded")
-    velocity = policy.velocity
-    if velocity.max_tx is not None and usage.window_tx_count + 1 > velocity.max_tx:
-        reasons.append("velocity_tx_exceeded")
-    if velocity.max_usd is not None and atomic_to_usd(usage.window_spent_atomic + amount) > velocity.max_usd:
-        reasons.append("velocity_usd_exceeded")
-    challenge = policy.challenge
-    if challenge.hosts and not host_matches_any(challenge.hosts, payment.host):
-        reasons.append("challenge_host_not_allowed")
-    if challenge.path_prefixes and not any(payment.path.startswith(p) for p in challenge.path_prefixes):
-        reasons.append("challenge_path_not_allowed")
-    if challenge.max_usd is not None and usd > challenge.max_usd:
-        reasons.append("challenge_amount_exceeded")
-    return tuple(reasons)
+        reasons.add("invalid_amount")
+    else:
+        if amount > _atomic(policy.max_usd_per_tx):
+            reasons.add("amount_exceeds_per_transaction")
+        if usage.spent_today_atomic + amount > _atomic(policy.daily_cap_usd):
+            reasons.add("daily_cap_exceeded")
+        velocity = policy.velocity
+        if velocity.max_tx is not None and usage.window_tx_count + 1 > velocity.max_tx:
+            reasons.add("velocity_tx_exceeded")
+        if velocity.max_usd is not None and usage.window_spent_atomic + amount > _atomic(velocity.max_usd):
+            reasons.add("velocity_usd_exceeded")
+        if challenge.max_usd is not None and amount > _atomic(challenge.max_usd):
+            reasons.add("challenge_amount_exceeded")
+    return _Findings(tuple(code for code in REASON_ORDER if code in reasons), tuple(named))
 
 
-def evaluate(policy: Policy, payment: Payment, usage: Usage) -> Decision:
-    reasons = denial_reasons(policy, payment, usage)
-    if reasons:
-        return Decision("deny", reasons, policy.version)
-    assert payment.amount_atomic is not None
+def _atomic(usd: Decimal) -> int:
+    return usd_to_atomic(usd)
+
+
+def hold_reason(
+    policy: Policy, rules: Sequence[Rule], payment: Payment, context: Context
+) -> tuple[str | None, tuple[Rule, ...]]:
+    """The first hold that applies to a payment that passed every rule, and the rules behind it."""
+    holding = tuple(
+        rule for rule in rules if rule.kind == "hold" and rule.matches(payment.host, payment.path)
+    )
+    if holding:
+        return "rule", holding
+    if via_catalog(policy, payment.host, listed=context.catalog is not None):
+        return "catalog_new_host", ()
+    pinned = context.catalog is not None and context.catalog.pins(payment.pay_to)
+    if not context.pay_to_known and not pinned:
+        return "new_pay_to", ()
     if payment.instruction_like_description:
-        return Decision("hold", (), policy.version, hold_reason="instruction_like_description")
+        return "instruction_like_description", ()
     threshold = policy.step_up_threshold_usd
-    if threshold is not None and atomic_to_usd(payment.amount_atomic) >= threshold:
-        return Decision("hold", (), policy.version, hold_reason="threshold", threshold_usd=threshold)
-    return Decision("allow", (), policy.version)
+    amount = payment.amount_atomic
+    if threshold is not None and amount is not None and amount >= _atomic(threshold):
+        return "threshold", ()
+    return None, ()
+
+
+def evaluate(
+    policy: Policy,
+    rules: Sequence[Rule],
+    usage: Usage,
+    payment: Payment,
+    context: Context | None = None,
+) -> Decision:
+    context = context or Context()
+    versions = {rule.id: rule.version for rule in rules}
+    findings = _findings(policy, rules, usage, payment, context)
+    if findings.reasons:
+        return Decision(
+            "deny",
+            findings.reasons,
+            policy.version,
+            rules=tuple(rule.id for rule in findings.rules),
+            rule_scopes={rule.id: rule.scope for rule in findings.rules},
+            rule_versions=versions,
+        )
+    reason, holding = hold_reason(policy, rules, payment, context)
+    if reason is not None:
+        return Decision(
+            "hold",
+            (),
+            policy.version,
+            hold_reason=reason,
+            threshold_usd=policy.step_up_threshold_usd if reason == "threshold" else None,
+            rules=tuple(rule.id for rule in holding),
+            rule_scopes={rule.id: rule.scope for rule in holding},
+            rule_versions=versions,
+        )
+    return Decision("allow", (), policy.version, rule_versions=versions)

@@ -17,6 +17,8 @@ from server.policy.model import ChallengeRules, Policy, PolicyError, Velocity
 from server.settings import SUPPORTED_NETWORKS
 
 _UNSET = object()
+# The functions that write policy versions; a static test checks which MCP tools can reach them.
+WRITERS = ("create_initial_policy", "set_policy", "add_catalog_host")
 
 
 class PolicyNotFound(PaywardenError):
@@ -106,7 +108,29 @@ def set_policy(
     return updated
 
 
-def _store(session: Session, *, agent: Agent, policy: Policy, actor: str, now: datetime) -> None:
+def add_catalog_host(
+    session: Session, *, agent: Agent, host: str, actor: str, now: datetime
+) -> Policy | None:
+    """After the first payment to a catalog host was approved and paid, the host joins the agent's
+    allowed hosts (a new version, audited as policy.catalog_host_added). None if already there."""
+    lock_org(session, agent.org_id)
+    policy = current_policy(session, agent.id)
+    if host in policy.allow_hosts:
+        return None
+    updated = policy.with_changes(version=policy.version + 1, allow_hosts=(*policy.allow_hosts, host))
+    _store(session, agent=agent, policy=updated, actor=actor, now=now, event="policy.catalog_host_added")
+    return updated
+
+
+def _store(
+    session: Session,
+    *,
+    agent: Agent,
+    policy: Policy,
+    actor: str,
+    now: datetime,
+    event: str = "policy.changed",
+) -> None:
     document = policy.to_document()
     session.add(
         PolicyVersion(
@@ -123,7 +147,7 @@ def _store(session: Session, *, agent: Agent, policy: Policy, actor: str, now: d
     audit(
         session,
         org_id=agent.org_id,
-        type="policy.changed",
+        type=event,
         actor=actor,
         agent_id=agent.id,
         data={"version": policy.version, "policy": document},

@@ -224,9 +224,6 @@ class SellerClient:
             )
         raise AssertionError("unreachable")  # pragma: no cover
 
-    # Kept under the name the purchase flow has always used.
-    fetch_before_payment = fetch
-
 
 def _redirect_target(current: str, location: str) -> str | None:
     """The URL to follow, or None when this redirect must not be followed."""

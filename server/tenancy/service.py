@@ -1,9 +1,13 @@
-"""Create and find organisations and agents. Every lookup is scoped to one organisation."""
+"""Create and find organisations, teams, members and agents. Every lookup is scoped to one
+organisation."""
 
 from __future__ import annotations
 
+import hashlib
 import re
-from datetime import datetime
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
@@ -11,11 +15,19 @@ from sqlmodel import Session, select
 from server.audit.service import record as audit
 from server.kit.errors import PaywardenError
 from server.kit.ids import new_id
-from server.models import Agent, Organization
+from server.models import Agent, Member, Organization, Team
+from server.policy.rule_service import create_default_rules
 from server.policy.service import create_initial_policy
 from server.settings import SUPPORTED_NETWORKS
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._-]{0,119}$")
+_EMAIL = re.compile(r"^[^@\s]{1,64}@[A-Za-z0-9.-]{1,189}\.[A-Za-z]{2,63}$")
+ROLES = ("owner", "admin", "approver", "viewer")
+APPROVER_ROLES = frozenset({"owner", "admin", "approver"})
+ENROLL_PREFIX = "pw_en_"
+ENROLL_TTL = timedelta(days=7)
+MIN_APPROVAL_TTL_SECONDS = 5 * 60
+MAX_APPROVAL_TTL_SECONDS = 24 * 3600
 
 
 class OrgNotFound(PaywardenError):
@@ -31,6 +43,16 @@ class AgentNotFound(PaywardenError):
 class NameTaken(PaywardenError):
     code = "name_taken"
     message = "That name is already in use."
+
+
+class TeamNotFound(PaywardenError):
+    code = "team_not_found"
+    message = "No team with that id or name in this organisation."
+
+
+class MemberNotFound(PaywardenError):
+    code = "member_not_found"
+    message = "No member with that id or email in this organisation."
 
 
 def _check_name(name: str) -> str:
@@ -71,12 +93,134 @@ def find_org(session: Session, ref: str) -> Organization:
     return org
 
 
+def set_approval_ttl(session: Session, *, org: Organization, seconds: int, actor: str, now: datetime) -> None:
+    if not MIN_APPROVAL_TTL_SECONDS <= seconds <= MAX_APPROVAL_TTL_SECONDS:
+        raise PaywardenError(
+            "invalid_input", "The approval TTL must be between 300 seconds (5 minutes) and 86400 (24 hours)."
+        )
+    org.approval_ttl_seconds = seconds
+    session.add(org)
+    audit(
+        session,
+        org_id=org.id,
+        type="org.changed",
+        actor=actor,
+        subject_id=org.id,
+        data={"approvalTtlSeconds": seconds},
+        now=now,
+    )
+
+
+def create_team(session: Session, *, org: Organization, name: str, actor: str, now: datetime) -> Team:
+    team = Team(id=new_id("team"), org_id=org.id, name=_check_name(name), created_at=now)
+    session.add(team)
+    try:
+        session.flush()
+    except IntegrityError as exc:
+        raise NameTaken() from exc
+    audit(
+        session,
+        org_id=org.id,
+        type="team.created",
+        actor=actor,
+        subject_id=team.id,
+        data={"name": team.name},
+        now=now,
+    )
+    return team
+
+
+def find_team(session: Session, ref: str, *, org_id: str) -> Team:
+    team = (
+        session.get(Team, ref)
+        or session.exec(select(Team).where(Team.org_id == org_id, Team.name == ref)).first()
+    )
+    if team is None or team.org_id != org_id:
+        raise TeamNotFound()
+    return team
+
+
+@dataclass(frozen=True)
+class NewMember:
+    member: Member
+    enroll_token: str  # shown once, in the enrolment link; only its hash is stored
+
+
+def hash_enroll_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def create_member(
+    session: Session, *, org: Organization, email: str, role: str, actor: str, now: datetime
+) -> NewMember:
+    email = email.strip().lower()
+    if not _EMAIL.match(email):
+        raise PaywardenError("invalid_input", "The email address is not valid.")
+    if role not in ROLES:
+        raise PaywardenError("invalid_input", f"The role must be one of {', '.join(ROLES)}.")
+    token = ENROLL_PREFIX + secrets.token_urlsafe(32)
+    member = Member(
+        id=new_id("member"),
+        org_id=org.id,
+        email=email,
+        role=role,
+        enroll_token_hash=hash_enroll_token(token),
+        enroll_expires_at=now + ENROLL_TTL,
+        created_at=now,
+    )
+    session.add(member)
+    try:
+        session.flush()
+    except IntegrityError as exc:
+        raise NameTaken("name_taken", "A member with that email already exists.") from exc
+    audit(
+        session,
+        org_id=org.id,
+        type="member.created",
+        actor=actor,
+        subject_id=member.id,
+        data={"role": role},
+        now=now,
+    )
+    return NewMember(member, token)
+
+
+def find_member(session: Session, ref: str, *, org_id: str | None = None) -> Member:
+    """By id, or by email within an organisation."""
+    member = session.get(Member, ref)
+    if member is None and org_id is not None:
+        member = session.exec(
+            select(Member).where(Member.org_id == org_id, Member.email == ref.strip().lower())
+        ).first()
+    if member is None or (org_id is not None and member.org_id != org_id):
+        raise MemberNotFound()
+    return member
+
+
 def create_agent(
-    session: Session, *, org: Organization, name: str, network: str, actor: str, now: datetime
+    session: Session,
+    *,
+    org: Organization,
+    name: str,
+    network: str,
+    actor: str,
+    now: datetime,
+    team: Team | None = None,
+    member: Member | None = None,
 ) -> Agent:
     if network not in SUPPORTED_NETWORKS:
         raise PaywardenError("invalid_input", f"The network must be one of {', '.join(SUPPORTED_NETWORKS)}.")
-    agent = Agent(id=new_id("agent"), org_id=org.id, name=_check_name(name), network=network, created_at=now)
+    if (team is not None and team.org_id != org.id) or (member is not None and member.org_id != org.id):
+        raise PaywardenError("invalid_input", "The team and member must belong to the agent's organisation.")
+    agent = Agent(
+        id=new_id("agent"),
+        org_id=org.id,
+        name=_check_name(name),
+        network=network,
+        team_id=team.id if team else None,
+        member_id=member.id if member else None,
+        created_at=now,
+    )
     session.add(agent)
     try:
         session.flush()
@@ -89,10 +233,11 @@ def create_agent(
         actor=actor,
         agent_id=agent.id,
         subject_id=agent.id,
-        data={"name": agent.name, "network": network},
+        data={"name": agent.name, "network": network, "teamId": agent.team_id, "memberId": agent.member_id},
         now=now,
     )
-    create_initial_policy(session, agent=agent, actor=actor, now=now)
+    policy = create_initial_policy(session, agent=agent, actor=actor, now=now)
+    create_default_rules(session, agent=agent, daily_cap_usd=policy.daily_cap_usd, actor=actor, now=now)
     return agent
 
 

@@ -20,7 +20,7 @@ from server.kit.db import Database
 from tests.support.chain import TestToken, fresh_wallet
 from tests.support.paywarden import RunningServer, chain_environ, mcp_client, serve, structured
 from tests.support.seller import Seller
-from tests.support.tenants import make_agent
+from tests.support.tenants import make_agent, pin_payee
 from tests.support.x402_wire import decode_header, sign_exact_payment
 
 pytestmark = pytest.mark.anyio
@@ -52,6 +52,7 @@ async def test_paid_fetch_paid_against_the_bare_exchange(
     agent_address, agent_key = fresh_wallet()
     test_usdc.mint(direct_address, 10_000_000)
     test_usdc.mint(agent_address, 10_000_000)
+    pin_payee(sqlite_db, url=seller.url("/premium"), pay_to=seller.pay_to)
     token = make_agent(
         sqlite_db, paywarden.settings, allow_hosts=["127.0.0.1"], wallet_key=agent_key, daily_cap="100"
     ).token

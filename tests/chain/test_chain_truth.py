@@ -31,7 +31,7 @@ from tests.support.hostile_seller import (  # noqa: F401 (pytest finds fixtures 
     fixture_hostile_seller,
 )
 from tests.support.paywarden import RunningServer, chain_environ, error_of, mcp_client, serve, structured
-from tests.support.tenants import AgentSetup, make_agent
+from tests.support.tenants import AgentSetup, make_agent, pin_payee
 from tests.support.x402_wire import TRANSFER_WITH_AUTHORIZATION_TYPES
 
 pytestmark = [pytest.mark.anyio, pytest.mark.chain]
@@ -138,6 +138,7 @@ async def test_money_moved_outside_paywarden_is_flagged_and_paywardens_own_is_no
     hostile_seller: HostileSeller,
     chain: ChainService,
 ) -> None:
+    pin_payee(db, url=hostile_seller.url("/"), pay_to=hostile_seller.pay_to)
     agent = make_agent(
         db, paywarden.settings, allow_hosts=["127.0.0.1"], wallet_key=funded_wallet.private_key
     )
@@ -251,6 +252,7 @@ async def test_without_an_rpc_nothing_is_ever_settled(
     hostile_seller: HostileSeller,
 ) -> None:
     extra = {"PAYWARDEN_ASSETS": f'{{"{NETWORK}": "{test_usdc.address}"}}'}  # the token, but no RPC
+    pin_payee(db, url=hostile_seller.url("/"), pay_to=hostile_seller.pay_to)
     with serve(db.url, extra=extra) as server:
         agent = make_agent(
             db, server.settings, allow_hosts=["127.0.0.1"], wallet_key=funded_wallet.private_key

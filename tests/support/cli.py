@@ -1,4 +1,5 @@
-"""Run the real `paywarden` command in a subprocess, as an operator would."""
+"""Run `paywarden` commands as an operator would: in a real subprocess (`paywarden`), or in-process
+through typer's runner (`run_cli`) where many commands make a test."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from typer.testing import CliRunner
+
+from server.cli import app
 from tests.support.paywarden import TEST_MASTER_KEY
 
 PAYWARDEN = str(Path(sys.executable).with_name("paywarden"))
@@ -32,6 +36,7 @@ class Run:
 
 
 def paywarden(*args: str, cwd: Path, database_url: str, env: Mapping[str, str] | None = None) -> Run:
+    """The installed `paywarden` command in a subprocess, with only the PAYWARDEN_* variables given."""
     environ = {
         key: value
         for key, value in os.environ.items()
@@ -44,3 +49,25 @@ def paywarden(*args: str, cwd: Path, database_url: str, env: Mapping[str, str] |
         [PAYWARDEN, *args], cwd=cwd, env=environ, capture_output=True, text=True, timeout=120, check=False
     )
     return Run(done.returncode, done.stdout, done.stderr)
+
+
+@dataclass(frozen=True)
+class CliResult:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> dict[str, Any]:
+        assert self.exit_code == 0, f"exit {self.exit_code}: {self.stderr}"
+        document: dict[str, Any] = json.loads(self.stdout)
+        return document
+
+
+def run_cli(database_url: str, *args: str, public_url: str = "http://127.0.0.1:8402") -> CliResult:
+    env = {
+        "PAYWARDEN_DATABASE_URL": database_url,
+        "PAYWARDEN_MASTER_KEY": TEST_MASTER_KEY,
+        "PAYWARDEN_PUBLIC_URL": public_url,
+    }
+    result = CliRunner().invoke(app, list(args), env=env, catch_exceptions=False)
+    return CliResult(result.exit_code, result.stdout, result.stderr)

@@ -5,16 +5,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
+from urllib.parse import urlsplit
 
 from auth.scopes import AGENT_SCOPES
 from auth.tokens import issue_access_token
+from server.catalog.service import add_entry
 from server.kit.clock import SystemClock
 from server.kit.crypto import MasterKey
 from server.kit.db import Database
 from server.policy.model import host_patterns
 from server.policy.service import PolicyChanges, set_policy
 from server.settings import Settings
-from server.tenancy.service import create_agent, create_org, find_agent
+from server.tenancy.service import (
+    create_agent,
+    create_member,
+    create_org,
+    create_team,
+    find_agent,
+    find_member,
+    find_org,
+    find_team,
+)
 from server.wallets.service import import_local_key, parse_private_key
 
 ACTOR = "test:setup"
@@ -39,13 +50,30 @@ def make_agent(
     scopes: frozenset[str] = AGENT_SCOPES,
     org_name: str | None = None,
     step_up: str | None = None,
+    org_id: str | None = None,
+    team_id: str | None = None,
+    member_id: str | None = None,
+    name: str = "agent",
 ) -> AgentSetup:
+    """An agent with a policy and a token, in a new organisation unless `org_id` names one."""
     import secrets
 
     now = SystemClock().now()
     with db.write() as session:
-        org = create_org(session, name=org_name or f"org-{secrets.token_hex(4)}", actor=ACTOR, now=now)
-        agent = create_agent(session, org=org, name="agent", network=network, actor=ACTOR, now=now)
+        if org_id is not None:
+            org = find_org(session, org_id)
+        else:
+            org = create_org(session, name=org_name or f"org-{secrets.token_hex(4)}", actor=ACTOR, now=now)
+        agent = create_agent(
+            session,
+            org=org,
+            name=name,
+            network=network,
+            actor=ACTOR,
+            now=now,
+            team=find_team(session, team_id, org_id=org.id) if team_id else None,
+            member=find_member(session, member_id, org_id=org.id) if member_id else None,
+        )
         changes = PolicyChanges(
             allow_hosts=host_patterns("allow", allow_hosts),
             max_usd_per_tx=Decimal(max_per_tx),
@@ -83,3 +111,48 @@ def change_policy(db: Database, agent_id: str, changes: PolicyChanges) -> int:
 
 def master_of(settings: Settings) -> MasterKey:
     return settings.master
+
+
+def pin_payee(
+    db: Database, *, url: str, pay_to: str, price_usd: str = "0.01", name: str = "Test seller"
+) -> None:
+    """List the seller of `url` in the catalog with `pay_to` pinned as its payee.
+
+    A payee the organisation never paid is held for a human (`new_pay_to`) unless the catalog pins
+    it for that host; tests that are not about that hold pin the test seller's payee.
+    """
+    with db.write() as session:
+        add_entry(
+            session,
+            name=name,
+            host=urlsplit(url).hostname or "",
+            url=url,
+            price_usd=Decimal(price_usd),
+            network="eip155:84532",
+            category="testing",
+            pay_to=[pay_to],
+            actor=ACTOR,
+            now=SystemClock().now(),
+        )
+
+
+def make_team(db: Database, org_id: str, name: str = "team") -> str:
+    with db.write() as session:
+        return create_team(
+            session, org=find_org(session, org_id), name=name, actor=ACTOR, now=SystemClock().now()
+        ).id
+
+
+def make_member(db: Database, org_id: str, *, role: str = "approver", email: str | None = None) -> str:
+    import secrets
+
+    with db.write() as session:
+        created = create_member(
+            session,
+            org=find_org(session, org_id),
+            email=email or f"person-{secrets.token_hex(3)}@example.com",
+            role=role,
+            actor=ACTOR,
+            now=SystemClock().now(),
+        )
+        return created.member.id

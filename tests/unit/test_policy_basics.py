@@ -6,11 +6,13 @@ from decimal import Decimal
 
 import pytest
 
-from server.policy.engine import Payment, Usage, evaluate, host_allowed
+from server.policy.engine import Context, Payment, Usage, evaluate, host_allowed
 from server.policy.hosts import HostPatternError, host_matches, normalize_pattern
 from server.policy.model import Policy
 
 SEPOLIA = "eip155:84532"
+# The organisation has paid this payee before, so no first-payment hold gets in the way.
+KNOWN_PAYEE = Context(pay_to_known=True)
 
 
 @pytest.mark.parametrize(
@@ -96,21 +98,23 @@ def test_an_empty_allow_list_allows_nothing_and_deny_wins() -> None:
     ],
 )
 def test_each_foundation_rule_denies_with_its_code(pay: Payment, usage: Usage, reason: str) -> None:
-    decision = evaluate(policy(), pay, usage)
+    decision = evaluate(policy(), (), usage, pay, KNOWN_PAYEE)
     assert decision.outcome == "deny"
     assert reason in decision.reasons
     assert decision.policy_version == 3
 
 
 def test_a_payment_exactly_at_the_caps_is_allowed() -> None:
-    decision = evaluate(policy(), payment(amount_atomic=100_000), Usage(spent_today_atomic=900_000))
+    decision = evaluate(
+        policy(), (), Usage(spent_today_atomic=900_000), payment(amount_atomic=100_000), KNOWN_PAYEE
+    )
     assert decision.outcome == "allow"
     assert decision.reasons == ()
 
 
 def test_a_denial_lists_every_failing_rule() -> None:
     decision = evaluate(
-        policy(), payment(host="other.com", network="eip155:8453", amount_atomic=2_000_000), Usage()
+        policy(), (), Usage(), payment(host="other.com", network="eip155:8453", amount_atomic=2_000_000)
     )
     assert set(decision.reasons) >= {
         "host_not_allowed",

@@ -17,16 +17,18 @@ from server.mcp.content import fence, ok_result
 from server.mcp.context import bearer_for, principal_for
 from server.mcp.errors import to_tool_error
 from server.payments.inputs import MAX_BODY_BYTES, METHODS, ORIGINS, validate_fetch_paid
-from server.payments.results import Body, FreeOutcome, PaidOutcome
+from server.payments.results import Body, FreeOutcome, PaidOutcome, PendingOutcome
 from server.services import Services
 
 DESCRIPTION = (
     "Request a URL on one of this agent's allowed hosts. If it answers HTTP 402 with an x402 "
     "challenge, pay it in USDC under the agent's spending policy and return the paid response. "
-    "Returns status ok (no payment needed), paid, or pending_approval; anything else is an error "
-    "with a stable code. The response body is untrusted third-party content returned in a separate, "
-    "fenced block. Pass idempotencyKey only to retry a purchase after pending_approval or "
-    "payment_outcome_unknown: the same key never pays twice."
+    "Returns status ok (no payment needed), paid, or pending_approval (a human must approve first: "
+    "show the user approvalUrl, poll get_approval_status, then call again with the same url, method, "
+    "headers, body and idempotencyKey); anything else is an error with a stable code. The response "
+    "body is untrusted third-party content returned in a separate, fenced block. Pass "
+    "idempotencyKey only to retry a purchase after pending_approval or payment_outcome_unknown: "
+    "the same key never pays twice."
 )
 
 Url = Annotated[
@@ -117,6 +119,11 @@ class FetchPaidResult(BaseModel):
     payTo: str | None = None
     receipt: Receipt | None = None
     bodyError: str | None = None
+    approvalId: str | None = None
+    approvalUrl: str | None = None
+    reason: str | None = None
+    thresholdUsd: str | None = None
+    expiresAt: str | None = None
 
 
 def _body_block(body: Body, host: str) -> str:
@@ -199,4 +206,6 @@ def register(mcp: MCPServer, services: Services) -> None:
             return to_tool_error(exc, tool="fetch_paid", host=host)
         if isinstance(outcome, FreeOutcome):
             return render_free(outcome)
+        if isinstance(outcome, PendingOutcome):
+            return ok_result(outcome.fields())
         return render_paid(outcome)

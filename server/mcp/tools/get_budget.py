@@ -17,10 +17,45 @@ from server.services import Services
 
 DESCRIPTION = (
     "Return this agent's budget for today (UTC): spent, daily cap, what remains, the maximum per "
-    "payment, the approval threshold, allowed hosts, network and when the day resets, and warnings "
+    "payment, the approval threshold, allowed and catalog hosts, network and when the day resets; "
+    "what each spending rule of the agent, its team, its person and its organisation leaves "
+    "(ruleLimits, scopeLimits, member) and the tightest of them all (effectiveCap); and warnings "
     "about money that left the agent's wallet outside any payment Paywarden allowed. Call it before "
     "paying for something."
 )
+
+
+class EffectiveCap(BaseModel):
+    limitedBy: Literal["daily_cap", "rule", "member_cap"]
+    scope: Literal["agent", "team", "member", "org"]
+    capUsd: str
+    spentUsd: str
+    remainingUsd: str
+    resetsAt: str
+    ruleId: str | None = None
+
+
+class RuleLimit(BaseModel):
+    ruleId: str
+    window: Literal["day", "week", "month"]
+    limitUsd: str
+    spentUsd: str
+    remainingUsd: str
+    resetsAt: str
+    host: str | None
+    pathPrefix: str | None
+    source: Literal["admin", "chat", "default"]
+
+
+class ScopeLimit(RuleLimit):
+    scope: Literal["team", "member", "org"]
+
+
+class MemberCap(BaseModel):
+    dailyCapUsd: str | None
+    spentTodayUsd: str
+    remainingTodayUsd: str
+    resetsAt: str
 
 
 class BudgetResult(BaseModel):
@@ -35,9 +70,15 @@ class BudgetResult(BaseModel):
     allowHosts: list[str]
     catalogHosts: list[str]
     capLevel: Literal["ok", "warning", "exhausted"]
+    effectiveCap: EffectiveCap
+    ruleLimits: list[RuleLimit]
+    scopeLimits: list[ScopeLimit] | None = None
+    member: MemberCap | None
     network: str
+    networks: list[str]
     asset: str
     dayResetsAt: str
+    policyVersion: int
     # Money that left the agent's wallet outside any payment Paywarden allowed (last 7 days).
     warnings: list[dict[str, Any]] = []
 

@@ -1,0 +1,1 @@
+"""Approvals: payments held for a human, and the human's decision."""

@@ -1,0 +1,128 @@
+"""Add sellers to the catalog and look them up for the policy.
+
+A host matches the catalog only exactly: no wildcard, no subdomain, no port. A seller's pinned
+payees are the addresses it may be paid at; a seller without pinned payees rotates its address.
+Searching the catalog and re-verifying sellers without paying come later.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from decimal import Decimal
+from urllib.parse import urlsplit
+
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col, select
+
+from server.kit.errors import PaywardenError
+from server.kit.ids import new_id
+from server.kit.money import format_usd, usd_to_atomic
+from server.models import CatalogEntry
+from server.policy.engine import CatalogListing
+from server.policy.hosts import HostPatternError, normalize_host
+from server.settings import SUPPORTED_NETWORKS
+
+_ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
+_CATEGORY = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
+
+
+class CatalogError(PaywardenError):
+    code = "invalid_input"
+    message = "The catalog entry was refused. See reason."
+
+
+class HostAlreadyListed(PaywardenError):
+    code = "host_already_listed"
+    message = "That host is already in the catalog."
+
+
+def add_entry(
+    session: Session,
+    *,
+    name: str,
+    host: str,
+    url: str,
+    price_usd: Decimal,
+    network: str,
+    category: str,
+    pay_to: list[str],
+    actor: str,
+    now: datetime,
+) -> CatalogEntry:
+    try:
+        clean_host = normalize_host(host)
+    except HostPatternError as exc:
+        raise CatalogError(reason="invalid_host") from exc
+    if "*" in clean_host or ":" in clean_host:
+        raise CatalogError(reason="invalid_host")
+    parts = urlsplit(url)
+    if parts.scheme not in ("https", "http") or (parts.hostname or "").lower() != clean_host:
+        raise CatalogError(reason="url_not_on_host")
+    if network not in SUPPORTED_NETWORKS:
+        raise CatalogError(reason="invalid_network")
+    if not _CATEGORY.match(category):
+        raise CatalogError(reason="invalid_category")
+    if not 1 <= len(name.strip()) <= 120:
+        raise CatalogError(reason="invalid_name")
+    if any(not _ADDRESS.match(address) for address in pay_to):
+        raise CatalogError(reason="invalid_pay_to")
+    pinned = sorted({address.lower() for address in pay_to})
+    entry = CatalogEntry(
+        id=new_id("catalog"),
+        host=clean_host,
+        name=name.strip(),
+        url=url,
+        price_atomic=usd_to_atomic(price_usd),
+        network=network,
+        category=category,
+        pay_to_mode="pinned" if pinned else "rotating",
+        pinned_pay_to=pinned,
+        created_by=actor,
+        created_at=now,
+    )
+    session.add(entry)
+    try:
+        session.flush()
+    except IntegrityError as exc:
+        raise HostAlreadyListed() from exc
+    return entry
+
+
+def find_listed(session: Session, host: str) -> CatalogEntry | None:
+    return session.exec(
+        select(CatalogEntry).where(CatalogEntry.host == host, col(CatalogEntry.suspended_at).is_(None))
+    ).first()
+
+
+def listing_for(session: Session, host: str) -> CatalogListing | None:
+    """What the policy needs to know about `host`: listed or not, and its pinned payees."""
+    entry = find_listed(session, host)
+    if entry is None:
+        return None
+    return CatalogListing(frozenset(entry.pinned_pay_to))
+
+
+def listed_hosts(session: Session) -> list[str]:
+    return list(
+        session.exec(
+            select(CatalogEntry.host)
+            .where(col(CatalogEntry.suspended_at).is_(None))
+            .order_by(CatalogEntry.host)
+        )
+    )
+
+
+def entry_document(entry: CatalogEntry) -> dict[str, object]:
+    return {
+        "id": entry.id,
+        "name": entry.name,
+        "host": entry.host,
+        "url": entry.url,
+        "priceUsd": format_usd(entry.price_atomic, atomic=True),
+        "network": entry.network,
+        "category": entry.category,
+        "payToMode": entry.pay_to_mode,
+        "payTo": list(entry.pinned_pay_to),
+        "verifiedAt": entry.verified_at.isoformat() if entry.verified_at else None,
+    }

@@ -1,0 +1,65 @@
+"""`paywarden admin approvals ...`: the approvals inbox from the command line.
+
+Deciding here is the break-glass path: it names the member who decides, who must have the role
+owner, admin or approver, and it is audited with that member and the operator's account. The
+usual path is the approval page, signed in with a passkey.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from server.approvals.service import STATUSES, admin_document, decide, list_for_org
+from server.cli.context import cli_context
+from server.cli.output import emit, fail, reported_errors
+from server.tenancy.service import find_org
+
+app = typer.Typer(help="Payments waiting for a human.", no_args_is_help=True)
+
+JSON = typer.Option(False, "--json", help="Print one JSON object.")
+
+
+@app.command("list")
+def approvals_list(
+    org: str = typer.Option(..., "--org", help="Organisation id or name."),
+    status: str | None = typer.Option(None, "--status", help=" | ".join(STATUSES)),
+    as_json: bool = JSON,
+) -> None:
+    """The organisation's approvals, newest first."""
+    with reported_errors():
+        ctx = cli_context()
+        if status is not None and status not in STATUSES:
+            fail(f"--status must be one of {', '.join(STATUSES)}")
+        now = ctx.clock.now()
+        with ctx.db.read() as session:
+            organisation = find_org(session, org)
+            rows = list_for_org(session, org_id=organisation.id, status=status)
+            approvals = [admin_document(row, now) for row in rows]
+        emit({"orgId": organisation.id, "approvals": approvals}, as_json=as_json)
+
+
+@app.command("decide")
+def approvals_decide(
+    approval_id: str = typer.Argument(..., help="Approval id (apr_...)."),
+    verdict: str = typer.Argument(..., help="approve | deny"),
+    member: str = typer.Option(..., "--member", help="The deciding member: id or email."),
+    as_json: bool = JSON,
+) -> None:
+    """Approve or deny a pending payment on behalf of a member (break-glass, audited)."""
+    with reported_errors():
+        if verdict not in ("approve", "deny"):
+            fail("the decision must be approve or deny")
+        ctx = cli_context()
+        ctx.require_current_schema()
+        now = ctx.clock.now()
+        with ctx.db.write() as session:
+            approval = decide(
+                session,
+                approval_id=approval_id,
+                approve=verdict == "approve",
+                member_ref=member,
+                operator=ctx.actor,
+                now=now,
+            )
+            document = admin_document(approval, now)
+        emit(document, as_json=as_json)

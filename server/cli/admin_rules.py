@@ -1,0 +1,103 @@
+"""`paywarden admin rule ...`: spending rules of an agent, a team, a member or an organisation.
+
+Every change writes a new version of the rule and an audit event; only people change rules.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from server.cli.context import cli_context
+from server.cli.output import emit, reported_errors
+from server.policy.model import usd_setting
+from server.policy.rule_service import add_rule, change_rule, remove_rule, rule_document, rules_of_org
+from server.policy.rules import KINDS, SCOPES
+from server.policy.windows import WINDOWS
+from server.tenancy.service import find_org
+
+app = typer.Typer(help="Spending rules beyond an agent's own policy.", no_args_is_help=True)
+
+JSON = typer.Option(False, "--json", help="Print one JSON object.")
+
+
+@app.command("add")
+def rule_add(
+    scope: str = typer.Option(..., "--scope", help=" | ".join(SCOPES)),
+    scope_id: str = typer.Option(..., "--id", help="The agent, team, member or organisation it is for."),
+    kind: str = typer.Option(..., "--kind", help=" | ".join(KINDS)),
+    host: str | None = typer.Option(None, "--host", help="Only payments to this host (or *.domain)."),
+    path_prefix: str | None = typer.Option(None, "--path-prefix", help="Only paths starting with this."),
+    limit_usd: str | None = typer.Option(None, "--limit-usd", help="For a limit: USD per window."),
+    window: str | None = typer.Option(None, "--window", help=" | ".join(WINDOWS) + " (limits; default day)"),
+    as_json: bool = JSON,
+) -> None:
+    """Add a rule. A payment must pass every rule of its agent, team, member and organisation."""
+    with reported_errors():
+        ctx = cli_context()
+        ctx.require_current_schema()
+        limit = None if limit_usd is None else usd_setting("limit-usd", limit_usd)
+        with ctx.db.write() as session:
+            rule = add_rule(
+                session,
+                scope=scope,  # type: ignore[arg-type]  # checked by resolve_scope
+                scope_ref=scope_id,
+                kind=kind,
+                host=host,
+                path_prefix=path_prefix,
+                limit_usd=limit,
+                window=window,
+                actor=ctx.actor,
+                now=ctx.clock.now(),
+            )
+        emit({**rule_document(rule), "ruleId": rule.id}, as_json=as_json)
+
+
+@app.command("set")
+def rule_set(
+    rule_id: str = typer.Argument(..., help="Rule id."),
+    limit_usd: str = typer.Option(..., "--limit-usd", help="The new limit in USD per window."),
+    as_json: bool = JSON,
+) -> None:
+    """Change a limit rule's limit (a new version of the rule)."""
+    with reported_errors():
+        ctx = cli_context()
+        ctx.require_current_schema()
+        with ctx.db.write() as session:
+            rule = change_rule(
+                session,
+                rule_id=rule_id,
+                limit_usd=usd_setting("limit-usd", limit_usd),
+                actor=ctx.actor,
+                now=ctx.clock.now(),
+            )
+        emit(rule_document(rule), as_json=as_json)
+
+
+@app.command("remove")
+def rule_remove(rule_id: str = typer.Argument(..., help="Rule id."), as_json: bool = JSON) -> None:
+    """Remove a rule (a final version that is no longer in force)."""
+    with reported_errors():
+        ctx = cli_context()
+        ctx.require_current_schema()
+        with ctx.db.write() as session:
+            rule = remove_rule(session, rule_id=rule_id, actor=ctx.actor, now=ctx.clock.now())
+        emit({"ruleId": rule.id, "version": rule.version, "removed": True}, as_json=as_json)
+
+
+@app.command("list")
+def rule_list(
+    org: str = typer.Option(..., "--org", help="Organisation id or name."), as_json: bool = JSON
+) -> None:
+    """The rules in force in an organisation."""
+    with reported_errors():
+        ctx = cli_context()
+        with ctx.db.read() as session:
+            organisation = find_org(session, org)
+            rules = rules_of_org(session, organisation.id, now=ctx.clock.now())
+        emit(
+            {
+                "orgId": organisation.id,
+                "rules": [{**rule_document(rule), "scopeId": sid} for rule, sid in rules],
+            },
+            as_json=as_json,
+        )

@@ -1,0 +1,70 @@
+"""get_approval_status: whether a human decided on a payment held for approval. Read-only.
+
+An agent sees only its own agent's approvals; any other id is approval_not_found.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import CallToolResult, ToolAnnotations
+from pydantic import BaseModel, WithJsonSchema
+
+from auth.scopes import PAYMENTS_READ
+from server.approvals.service import ApprovalNotFound, document, get_for_agent
+from server.mcp.content import ok_result
+from server.mcp.context import principal_for
+from server.mcp.errors import to_tool_error
+from server.services import Services
+
+DESCRIPTION = (
+    "Tell whether a human decided on a payment that returned pending_approval: pending, approved, "
+    "denied or expired. Once approved, call fetch_paid again with the same url, method, headers, "
+    "body and idempotencyKey before expiresAt; intentId is set once the approved payment was made."
+)
+
+ApprovalId = Annotated[
+    Any, WithJsonSchema({"type": "string", "maxLength": 40, "description": "From a pending_approval result."})
+]
+
+
+class ApprovalStatusResult(BaseModel):
+    approvalId: str
+    status: Literal["pending", "approved", "denied", "expired"]
+    intentId: str | None
+    amountUsd: str
+    host: str
+    reason: str
+    createdAt: str
+    decidedAt: str | None
+    expiresAt: str
+
+
+def register(mcp: MCPServer, services: Services) -> None:
+    @mcp.tool(
+        name="get_approval_status",
+        title="Approval status",
+        description=DESCRIPTION,
+        annotations=ToolAnnotations(
+            read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+        ),
+    )
+    async def get_approval_status(
+        ctx: Context, approvalId: ApprovalId = None
+    ) -> Annotated[CallToolResult, ApprovalStatusResult]:
+        try:
+            principal = principal_for(ctx, PAYMENTS_READ)
+            if not isinstance(approvalId, str) or not approvalId or len(approvalId) > 40:
+                raise ApprovalNotFound()
+            agent_id = principal.agent_id
+            assert agent_id is not None
+
+            def read() -> dict[str, Any]:
+                with services.db.read() as session:
+                    approval = get_for_agent(session, approval_id=approvalId, agent_id=agent_id)
+                    return document(approval, services.clock.now())
+
+            return ok_result(await services.db.run(read))
+        except Exception as exc:
+            return to_tool_error(exc, tool="get_approval_status")

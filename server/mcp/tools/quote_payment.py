@@ -1,0 +1,80 @@
+"""quote_payment: the policy's decision and the price for a URL, without paying. Read-only.
+
+It requests the URL once, like fetch_paid would, but signs, reserves and records nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import CallToolResult, ToolAnnotations
+from pydantic import BaseModel, ConfigDict
+
+from auth.scopes import PAYMENTS_READ
+from server.mcp.content import ok_result
+from server.mcp.context import bearer_for, principal_for
+from server.mcp.errors import to_tool_error
+from server.mcp.tools.fetch_paid import Headers, MaxAmountUsd, Method, RequestBody, Url
+from server.payments.inputs import validate_fetch_paid
+from server.services import Services
+
+DESCRIPTION = (
+    "Say what fetch_paid would do with a URL, without paying: would_pay, would_need_approval (with "
+    "the reason a human must approve), would_deny (with the policy's reasons) or no_payment_needed, "
+    "with the price, network and payee the seller asks for. It requests the URL once, like "
+    "fetch_paid, but signs, reserves and records nothing; a real payment decides again."
+)
+
+
+class QuoteResult(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    outcome: Literal["would_pay", "would_need_approval", "would_deny", "no_payment_needed"]
+    host: str
+    policyVersion: int
+    httpStatus: int | None = None
+    amountUsd: str | None = None
+    network: str | None = None
+    asset: str | None = None
+    payTo: str | None = None
+    reasons: list[str] | None = None
+    reason: str | None = None
+    thresholdUsd: str | None = None
+    walletConfigured: bool | None = None
+
+
+def register(mcp: MCPServer, services: Services) -> None:
+    @mcp.tool(
+        name="quote_payment",
+        title="What would paying this URL do?",
+        description=DESCRIPTION,
+        annotations=ToolAnnotations(
+            read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=True
+        ),
+    )
+    async def quote_payment(
+        ctx: Context,
+        url: Url = None,
+        method: Method = None,
+        headers: Headers = None,
+        body: RequestBody = None,
+        maxAmountUsd: MaxAmountUsd = None,
+    ) -> Annotated[CallToolResult, QuoteResult]:
+        try:
+            principal = principal_for(ctx, PAYMENTS_READ)
+            request = validate_fetch_paid(
+                {
+                    "url": url,
+                    "method": method,
+                    "headers": headers,
+                    "body": body,
+                    "maxAmountUsd": maxAmountUsd,
+                },
+                bearer=bearer_for(ctx),
+                public_host=services.settings.public_host,
+                allow_private_hosts=services.settings.allow_private_hosts,
+            )
+            return ok_result(await services.quotes.quote(principal, request))
+        except Exception as exc:
+            return to_tool_error(exc, tool="quote_payment")

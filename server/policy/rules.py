@@ -1,0 +1,122 @@
+"""Spending rules beyond an agent's own policy: limit, deny and hold rules, each scoped to an
+agent, a team, a member (the sum over that person's agents) or the whole organisation, with an
+optional host and path condition. Pure values; storage and versions live in rule_service.
+
+Rules only ever restrict: a payment must pass every rule that applies to it, so adding a rule can
+never widen what an agent may pay.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal, get_args
+
+from server.policy.hosts import HostPatternError, host_matches, normalize_pattern
+from server.policy.windows import WINDOWS, Window
+
+RuleScope = Literal["agent", "team", "member", "org"]
+RuleKind = Literal["limit", "deny", "hold"]
+RuleSource = Literal["admin", "chat", "default"]
+SCOPES: tuple[RuleScope, ...] = get_args(RuleScope)
+KINDS: tuple[RuleKind, ...] = get_args(RuleKind)
+
+MAX_PATH_PREFIX = 512
+# New agents get a weekly limit of this many times their daily cap (it does not follow later
+# changes of the daily cap: it is an ordinary rule from then on).
+WEEKLY_DEFAULT_FACTOR = 5
+
+
+class RuleError(ValueError):
+    """A rule that cannot be accepted: `reason` is a stable code, `fields` the inputs at fault."""
+
+    def __init__(self, reason: str, fields: tuple[str, ...]) -> None:
+        super().__init__(f"{reason}: {', '.join(fields)}")
+        self.reason = reason
+        self.fields = fields
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    version: int
+    scope: RuleScope
+    kind: RuleKind
+    host: str | None = None  # a host pattern: exact or *.domain
+    path_prefix: str | None = None
+    limit_atomic: int | None = None  # limit rules only
+    window: Window | None = None  # limit rules only
+    source: RuleSource = "admin"
+    expires_at: datetime | None = None
+
+    @property
+    def conditional(self) -> bool:
+        return self.host is not None or self.path_prefix is not None
+
+    def matches(self, host: str, path: str) -> bool:
+        """Whether the rule's conditions select a payment to `host` at `path`."""
+        if self.host is not None and not host_matches(self.host, host):
+            return False
+        return self.path_prefix is None or path.startswith(self.path_prefix)
+
+    @property
+    def is_member_cap(self) -> bool:
+        """A member's daily sub-cap: an unconditional daily limit on the sum of their agents."""
+        unconditional_limit = self.kind == "limit" and not self.conditional
+        return self.scope == "member" and self.window == "day" and unconditional_limit
+
+    def same_terms(self, other: Rule) -> bool:
+        """Identical but for id, version and expiry."""
+        return (self.scope, self.kind, self.host, self.path_prefix, self.limit_atomic, self.window) == (
+            other.scope,
+            other.kind,
+            other.host,
+            other.path_prefix,
+            other.limit_atomic,
+            other.window,
+        )
+
+
+def valid_path_prefix(prefix: str) -> bool:
+    return (
+        prefix.startswith("/")
+        and len(prefix) <= MAX_PATH_PREFIX
+        and prefix.isascii()
+        and all(ch.isprintable() and not ch.isspace() for ch in prefix)
+        and "?" not in prefix
+        and "#" not in prefix
+    )
+
+
+def clean_terms(
+    *,
+    kind: str,
+    host: str | None,
+    path_prefix: str | None,
+    limit_atomic: int | None,
+    window: str | None,
+) -> tuple[RuleKind, str | None, str | None, int | None, Window | None]:
+    """Validate a rule's terms and return them normalised, or raise RuleError."""
+    if kind not in KINDS:
+        raise RuleError("invalid_kind", ("kind",))
+    clean_host: str | None = None
+    if host is not None:
+        try:
+            clean_host = normalize_pattern(host)
+        except HostPatternError as exc:
+            raise RuleError("invalid_host", ("host",)) from exc
+    if path_prefix is not None and not valid_path_prefix(path_prefix):
+        raise RuleError("invalid_path_prefix", ("pathPrefix",))
+    if kind == "limit":
+        if limit_atomic is None or limit_atomic < 0:
+            raise RuleError("invalid_limit", ("limitUsd",))
+        clean_window = window or "day"
+        if clean_window not in WINDOWS:
+            raise RuleError("invalid_window", ("window",))
+        return "limit", clean_host, path_prefix, limit_atomic, clean_window  # type: ignore[return-value]
+    if limit_atomic is not None or window is not None:
+        fields = tuple(
+            name for name, value in (("limitUsd", limit_atomic), ("window", window)) if value is not None
+        )
+        raise RuleError("limit_on_non_limit_rule", fields)
+    return kind, clean_host, path_prefix, None, None  # type: ignore[return-value]
