@@ -150,6 +150,51 @@ def check_max(amount_atomic: int, max_amount_usd: Decimal | None) -> None:
         )
 
 
+@dataclass(frozen=True)
+class Offered:
+    """What a seller's 402 offers, read and checked the same way by fetch_paid and quote_payment."""
+
+    challenge: Challenge
+    selection: Selection
+    resource_host: str | None
+    instruction_like: bool
+
+
+def read_offer(first: SellerResponse, request: FetchPaidInput, policy: Policy, settings: Settings) -> Offered:
+    challenge = read_challenge(first)
+    selection = choose_offer(challenge, policy, settings)
+    check_max(selection.amount_atomic, request.max_amount_usd)
+    resource_host = check_resource(request.host, challenge, selection)
+    return Offered(challenge, selection, resource_host, instruction_like(challenge, first))
+
+
+def purchase_facts(
+    request: FetchPaidInput,
+    first: SellerResponse,
+    offered: Offered,
+    *,
+    key: str,
+    fingerprint: str,
+    payer: str,
+    wallet_mode: str,
+) -> ledger.PurchaseFacts:
+    return ledger.PurchaseFacts(
+        idempotency_key=key,
+        fingerprint=fingerprint,
+        method=request.method,
+        host=request.host,
+        path=request.path,
+        resource=first.url.split("?", 1)[0],
+        origin=request.origin,
+        x402_version=offered.challenge.x402_version,
+        resource_host=offered.resource_host,
+        selection=offered.selection,
+        payer=payer,
+        wallet_mode=wallet_mode,
+        instruction_like_description=offered.instruction_like,
+    )
+
+
 def load_context(db: Database, principal: Principal, host: str) -> AgentContext:
     assert principal.agent_id is not None
     with db.read() as session:
@@ -227,31 +272,22 @@ class PurchaseService:
         if first.status != 402:
             return FreeOutcome(first.status, request.host, body_of(first), first.redirect_not_followed)
 
-        challenge = read_challenge(first)
-        selection = choose_offer(challenge, context.policy, self._settings)
-        check_max(selection.amount_atomic, request.max_amount_usd)
-        resource_host = check_resource(request.host, challenge, selection)
-        reads_like_orders = instruction_like(challenge, first)
+        offered = read_offer(first, request, context.policy, self._settings)
+        challenge, selection = offered.challenge, offered.selection
         if context.wallet is None:
             raise WalletNotConfigured()
         await self._check_balance(principal, context.agent, context.wallet, selection)
         if deadline - anyio.current_time() < self._min_time_for_paid_request:
             raise SellerTimeout()
 
-        facts = ledger.PurchaseFacts(
-            idempotency_key=key,
+        facts = purchase_facts(
+            request,
+            first,
+            offered,
+            key=key,
             fingerprint=fingerprint,
-            method=request.method,
-            host=request.host,
-            path=request.path,
-            resource=first.url.split("?", 1)[0],
-            origin=request.origin,
-            x402_version=challenge.x402_version,
-            resource_host=resource_host,
-            selection=selection,
             payer=context.wallet.address,
             wallet_mode=context.wallet.mode,
-            instruction_like_description=reads_like_orders,
         )
         if held is not None:
             reservation = await self._db.run(self._authorize_held, principal, context.agent, held.id, facts)

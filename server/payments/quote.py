@@ -18,15 +18,7 @@ from server.kit.money import format_usd
 from server.payments import ledger
 from server.payments.fingerprint import request_fingerprint
 from server.payments.inputs import FetchPaidInput
-from server.payments.purchase import (
-    check_max,
-    check_resource,
-    choose_offer,
-    denial_fields,
-    instruction_like,
-    load_context,
-    read_challenge,
-)
+from server.payments.purchase import denial_fields, load_context, purchase_facts, read_offer
 from server.payments.results import usd
 from server.policy.engine import Decision, host_allowed
 from server.sellers.client import SellerClient, SellerRequest
@@ -56,25 +48,17 @@ class QuoteService:
         )
         if first.status != 402:
             return {**base, "outcome": "no_payment_needed", "httpStatus": first.status}
-        challenge = read_challenge(first)
-        selection = choose_offer(challenge, context.policy, self._settings)
-        check_max(selection.amount_atomic, request.max_amount_usd)
-        resource_host = check_resource(request.host, challenge, selection)
+        offered = read_offer(first, request, context.policy, self._settings)
+        selection = offered.selection
         wallet = context.wallet
-        facts = ledger.PurchaseFacts(
-            idempotency_key="quote-only",
+        facts = purchase_facts(
+            request,
+            first,
+            offered,
+            key="quote-only",
             fingerprint=request_fingerprint(request),
-            method=request.method,
-            host=request.host,
-            path=request.path,
-            resource=first.url.split("?", 1)[0],
-            origin=request.origin,
-            x402_version=challenge.x402_version,
-            resource_host=resource_host,
-            selection=selection,
             payer=wallet.address if wallet else NO_WALLET,
             wallet_mode=wallet.mode if wallet else "none",
-            instruction_like_description=instruction_like(challenge, first),
         )
         decision = await self._db.run(self._decide, principal, facts)
         quote = {
