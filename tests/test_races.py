@@ -75,7 +75,7 @@ async def _one_server(
 
 def fresh_block(anvil: Any) -> None:
     """Mine a block now. anvil mines only on demand, so after the servers' start-up its newest block
-    can be older than an authorisation's validAfter (now - 5 s) and the seller's simulation would
+    can be older than an authorisation's validAfter (a minute back) and the seller's simulation would
     call it not yet valid; a live chain (Base: a block every 2 s) never lags that far."""
     anvil.w3.provider.make_request("evm_mine", [])
 

@@ -18,7 +18,10 @@ from server.x402.headers import PAYMENT_SIGNATURE, X_PAYMENT
 from server.x402.selection import Selection
 
 MAX_WINDOW_SECONDS = 300
-CLOCK_SKEW_SECONDS = 5
+# validAfter lies this far in the past: a facilitator whose node's newest block lags the wall clock
+# must still see the authorisation as valid. It costs nothing (the risk is in validBefore) but it
+# counts towards the 300-second window, so validBefore is at most 240 seconds ahead.
+CLOCK_SKEW_SECONDS = 60
 MIN_VALIDITY_SECONDS = 15
 
 TRANSFER_WITH_AUTHORIZATION_TYPES = {
@@ -64,7 +67,7 @@ def derive_nonce(intent_id: str) -> str:
 
 
 def validity_window(now_unix: int, max_timeout_seconds: int | None) -> tuple[int, int]:
-    """(validAfter, validBefore): a few seconds of skew before now, and at most 300 s in all."""
+    """(validAfter, validBefore): a minute of skew before now, and at most 300 s in all."""
     valid_after = now_unix - CLOCK_SKEW_SECONDS
     wanted = max_timeout_seconds if max_timeout_seconds is not None else 60
     ahead = min(max(wanted, MIN_VALIDITY_SECONDS), MAX_WINDOW_SECONDS - CLOCK_SKEW_SECONDS)
