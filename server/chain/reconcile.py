@@ -54,7 +54,15 @@ class SettlementChecker:
         ):
             return intent  # nothing left to learn, or a signature that never left Paywarden
         finding = await self._chain.find_settlement(intent)
-        if finding is None or not finding.found:
+        if finding is None:
+            return intent
+        return await self.apply(intent, finding, actor=actor)
+
+    async def apply(
+        self, intent: PaymentIntent, finding: SettlementFinding, *, actor: str = SYSTEM_ACTOR
+    ) -> PaymentIntent:
+        """Act on what the chain said: settle on a matching transfer, flag a different one."""
+        if not finding.found:
             return intent
         if finding.settled:
             return await self._db.run(self._settle, intent.id, finding, actor)

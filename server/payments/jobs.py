@@ -22,6 +22,7 @@ from datetime import datetime
 from sqlmodel import col, select
 
 from server.approvals.service import expire_due
+from server.chain.reconcile import SettlementChecker
 from server.chain.service import ChainService
 from server.kit.clock import Clock
 from server.kit.db import Database, lock_org
@@ -43,6 +44,7 @@ class ExpireAuthorizations:
         self._db = db
         self._chain = chain
         self._clock = clock
+        self._settlement = SettlementChecker(db=db, chain=chain, clock=clock)
 
     async def run_once(self) -> int:
         handled = await self._db.run(self._expire_approvals)
@@ -51,18 +53,11 @@ class ExpireAuthorizations:
             finding = await self._chain.find_settlement(intent)
             if finding is None:
                 continue  # no RPC for the network, or it failed: nothing can be proven
-            now = self._clock.now()
-            if finding.settled:
-                changed = await self._db.run(
-                    self._move,
-                    intent.id,
-                    intent.status,
-                    "settled",
-                    "payment.settled",
-                    tx_hash=finding.tx_hash,
-                    settled_at=now,
-                )
-            elif not finding.found:
+            if finding.found:
+                # Settled, or flagged if the transfer differs: only ever from the chain's logs.
+                after = await self._settlement.apply(intent, finding, actor=ACTOR)
+                changed = after.status != intent.status or after.failure_code != intent.failure_code
+            else:
                 changed = await self._db.run(
                     self._move,
                     intent.id,
@@ -71,8 +66,6 @@ class ExpireAuthorizations:
                     "payment.expired",
                     failure_code="not_settled_before_valid_before",
                 )
-            else:
-                continue  # the transfer differs from the intent: settlement checks flag it
             handled += int(changed)
         return handled
 
