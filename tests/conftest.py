@@ -6,12 +6,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis.configuration import set_hypothesis_home_dir
 
 from server.kit.db import Database
 from tests.support.databases import migrated_database
 from tests.support.fixtures_chain import *  # noqa: F403 - fixtures: anvil, test_usdc, seller, funded_wallet
 
 DATABASES = ["sqlite", "postgres"]
+
+# Hypothesis keeps what it learns (failing examples included) under .pytest_cache, not in a
+# top-level folder of its own.
+set_hypothesis_home_dir(Path(__file__).resolve().parents[1] / ".pytest_cache" / "hypothesis")
 
 
 @pytest.fixture
