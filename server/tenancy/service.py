@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, select
+from sqlmodel import Session, SQLModel, select
 
 from server.audit.service import record as audit
 from server.kit.errors import PaywardenError
@@ -64,13 +64,18 @@ def _check_name(name: str) -> str:
     return name
 
 
+def _insert_unique(session: Session, row: SQLModel, taken: PaywardenError) -> None:
+    """Insert `row`; a unique name (or email) already in use raises `taken`, nothing else."""
+    try:
+        with session.begin_nested():
+            session.add(row)
+    except IntegrityError as exc:
+        raise taken from exc
+
+
 def create_org(session: Session, *, name: str, actor: str, now: datetime) -> Organization:
     org = Organization(id=new_id("org"), name=_check_name(name), created_at=now)
-    session.add(org)
-    try:
-        session.flush()
-    except IntegrityError as exc:
-        raise NameTaken() from exc
+    _insert_unique(session, org, NameTaken())
     audit(
         session,
         org_id=org.id,
@@ -113,11 +118,7 @@ def set_approval_ttl(session: Session, *, org: Organization, seconds: int, actor
 
 def create_team(session: Session, *, org: Organization, name: str, actor: str, now: datetime) -> Team:
     team = Team(id=new_id("team"), org_id=org.id, name=_check_name(name), created_at=now)
-    session.add(team)
-    try:
-        session.flush()
-    except IntegrityError as exc:
-        raise NameTaken() from exc
+    _insert_unique(session, team, NameTaken())
     audit(
         session,
         org_id=org.id,
@@ -168,11 +169,7 @@ def create_member(
         enroll_expires_at=now + ENROLL_TTL,
         created_at=now,
     )
-    session.add(member)
-    try:
-        session.flush()
-    except IntegrityError as exc:
-        raise NameTaken("name_taken", "A member with that email already exists.") from exc
+    _insert_unique(session, member, NameTaken("name_taken", "A member with that email already exists."))
     audit(
         session,
         org_id=org.id,
@@ -221,11 +218,7 @@ def create_agent(
         member_id=member.id if member else None,
         created_at=now,
     )
-    session.add(agent)
-    try:
-        session.flush()
-    except IntegrityError as exc:
-        raise NameTaken() from exc
+    _insert_unique(session, agent, NameTaken())
     audit(
         session,
         org_id=org.id,
