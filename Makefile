@@ -29,6 +29,7 @@ lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check server auth tests alembic
 	$(VENV)/bin/ruff format --check server auth tests alembic
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 bench: $(VENV)/.installed-dev
 	$(PY) -m pytest tests/bench -p no:cacheprovider -q -s

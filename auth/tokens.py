@@ -13,9 +13,9 @@ from datetime import datetime, timedelta
 
 from sqlmodel import Session, select
 
-from auth.scopes import ADMIN
+from auth.scopes import Scope
 from server.audit.service import record as audit
-from server.kit.errors import PaywardenError
+from server.kit.errors import InputReason, InvalidInput, PaywardenError
 from server.kit.ids import new_id
 from server.models import AccessToken
 
@@ -54,7 +54,7 @@ def issue_access_token(
     *,
     org_id: str,
     agent_id: str | None,
-    scopes: frozenset[str],
+    scopes: frozenset[Scope],
     audience: str,
     ttl_seconds: int,
     created_by: str,
@@ -63,11 +63,9 @@ def issue_access_token(
     client_id: str | None = None,
 ) -> IssuedToken:
     if not MIN_TTL_SECONDS <= ttl_seconds <= MAX_TTL_SECONDS:
-        raise PaywardenError(
-            "invalid_input", f"The TTL must be between {MIN_TTL_SECONDS} and {MAX_TTL_SECONDS} seconds."
-        )
-    if agent_id is not None and ADMIN in scopes:
-        raise PaywardenError("invalid_input", "The admin scope is never granted to an agent token.")
+        raise InvalidInput(InputReason.INVALID_TTL)
+    if agent_id is not None and Scope.ADMIN in scopes:
+        raise InvalidInput(InputReason.ADMIN_SCOPE_NOT_GRANTABLE)
     secret = new_secret(ACCESS_PREFIX)
     row = AccessToken(
         id=new_id("token"),

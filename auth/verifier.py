@@ -5,12 +5,14 @@ from __future__ import annotations
 import re
 
 from auth.principal import Principal
+from auth.scopes import Scope
 from auth.tokens import ACCESS_PREFIX, find_by_secret
 from server.kit.clock import Clock
 from server.kit.db import Database
 from server.models import Agent
 
 _TOKEN_SHAPE = re.compile(r"^pw_at_[A-Za-z0-9_-]{40,60}$")
+_KNOWN_SCOPES = frozenset(str(scope) for scope in Scope)
 
 
 class InvalidToken(Exception):
@@ -43,11 +45,14 @@ class TokenVerifier:
                 agent = session.get(Agent, row.agent_id)
                 if agent is None or agent.disabled_at is not None:
                     raise InvalidToken("The agent of this token is disabled.")
-            return Principal(
-                token_id=row.id,
+            scopes = frozenset(Scope(name) for name in row.scopes.split() if name in _KNOWN_SCOPES)
+            if row.agent_id is None:
+                return Principal.for_admin_token(org_id=row.org_id, token_id=row.id, scopes=scopes)
+            return Principal.for_agent(
                 org_id=row.org_id,
                 agent_id=row.agent_id,
-                scopes=frozenset(row.scopes.split()),
+                token_id=row.id,
+                scopes=scopes,
                 client_id=row.client_id,
             )
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from auth.scopes import PAYMENTS_READ
+from auth.scopes import Scope
 from auth.tokens import issue_access_token
 from server.kit.clock import SystemClock
 from server.kit.db import Database
@@ -62,7 +62,7 @@ def _token(db: Database, server: RunningServer, *, audience: str, agent: bool = 
             session,
             org_id=setup.org_id,
             agent_id=setup.agent_id if agent else None,
-            scopes=frozenset({PAYMENTS_READ}) if agent else frozenset({"admin"}),
+            scopes=frozenset({Scope.PAYMENTS_READ}) if agent else frozenset({"admin"}),
             audience=audience,
             ttl_seconds=600,
             created_by="test",
@@ -129,7 +129,7 @@ async def test_a_token_without_the_tools_scope_gets_insufficient_scope(
     server: RunningServer, sqlite_db: Database
 ) -> None:
     token = make_agent(
-        sqlite_db, server.settings, allow_hosts=["api.example.com"], scopes=frozenset({PAYMENTS_READ})
+        sqlite_db, server.settings, allow_hosts=["api.example.com"], scopes=frozenset({Scope.PAYMENTS_READ})
     ).token
     async with mcp_client(server.mcp_url, token) as client:
         assert structured(await client.call_tool("get_budget", {}))["capLevel"] == "ok"

@@ -210,7 +210,7 @@ def decide(
     """A member's decision, taken from the command line (break-glass) and audited naming them."""
     approval = session.get(Approval, approval_id)
     if approval is None:
-        raise ApprovalNotFound("approval_not_found", "No approval with that id.")
+        raise ApprovalNotFound()
     lock_org(session, approval.org_id)
     session.refresh(approval)
     member = find_member(session, member_ref, org_id=approval.org_id)

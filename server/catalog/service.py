@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from server.kit.errors import PaywardenError
+from server.kit.errors import InputReason, InvalidInput, PaywardenError
 from server.kit.ids import new_id
 from server.kit.money import format_usd, usd_to_atomic
 from server.models import CatalogEntry
@@ -25,11 +25,6 @@ from server.settings import SUPPORTED_NETWORKS
 
 _ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
 _CATEGORY = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
-
-
-class CatalogError(PaywardenError):
-    code = "invalid_input"
-    message = "The catalog entry was refused. See reason."
 
 
 class HostAlreadyListed(PaywardenError):
@@ -53,20 +48,20 @@ def add_entry(
     try:
         clean_host = normalize_host(host)
     except HostPatternError as exc:
-        raise CatalogError(reason="invalid_host") from exc
+        raise InvalidInput(InputReason.INVALID_HOST) from exc
     if "*" in clean_host or ":" in clean_host:
-        raise CatalogError(reason="invalid_host")
+        raise InvalidInput(InputReason.INVALID_HOST)
     parts = urlsplit(url)
     if parts.scheme not in ("https", "http") or (parts.hostname or "").lower() != clean_host:
-        raise CatalogError(reason="url_not_on_host")
+        raise InvalidInput(InputReason.URL_NOT_ON_HOST)
     if network not in SUPPORTED_NETWORKS:
-        raise CatalogError(reason="invalid_network")
+        raise InvalidInput(InputReason.INVALID_NETWORK)
     if not _CATEGORY.match(category):
-        raise CatalogError(reason="invalid_category")
+        raise InvalidInput(InputReason.INVALID_CATEGORY)
     if not 1 <= len(name.strip()) <= 120:
-        raise CatalogError(reason="invalid_name")
+        raise InvalidInput(InputReason.INVALID_NAME)
     if any(not _ADDRESS.match(address) for address in pay_to):
-        raise CatalogError(reason="invalid_pay_to")
+        raise InvalidInput(InputReason.INVALID_PAY_TO)
     pinned = sorted({address.lower() for address in pay_to})
     entry = CatalogEntry(
         id=new_id("catalog"),

@@ -6,16 +6,15 @@ import os
 
 import typer
 
-from auth.scopes import ADMIN, ScopeError, parse_scopes
+from auth.scopes import Scope, ScopeError, parse_scopes
 from auth.tokens import DEFAULT_TTL_SECONDS, issue_access_token, revoke_token
 from server.cli import admin_approvals, admin_catalog, admin_people, admin_rules
 from server.cli.context import cli_context
 from server.cli.output import emit, fail, reported_errors
 from server.kit.clock import isoformat
-from server.kit.errors import PaywardenError
 from server.policy.model import ChallengeRules, PolicyError, Velocity, host_patterns, usd_setting
 from server.policy.rule_service import add_rule
-from server.policy.service import PolicyChanges, current_policy, set_policy
+from server.policy.service import InvalidPolicy, PolicyChanges, current_policy, set_policy
 from server.settings import BASE_SEPOLIA
 from server.tenancy.service import (
     create_agent,
@@ -233,7 +232,7 @@ def policy_set(
                     session, agent=target, changes=changes, actor=ctx.actor, now=ctx.clock.now()
                 )
         except PolicyError as exc:
-            raise PaywardenError("invalid_policy", "The policy change was refused.", reason=str(exc)) from exc
+            raise InvalidPolicy(reason=str(exc)) from exc
         emit(
             {"agentId": target.id, "policyVersion": policy.version, "policy": policy.to_document()},
             as_json=as_json,
@@ -315,7 +314,7 @@ def token_issue(
                     session,
                     org_id=organisation.id,
                     agent_id=None,
-                    scopes=frozenset({ADMIN}),
+                    scopes=frozenset({Scope.ADMIN}),
                     audience=ctx.settings.admin_api_audience,
                     ttl_seconds=ttl,
                     created_by=ctx.actor,

@@ -1,38 +1,126 @@
 """The one error type domains raise: a stable code, a fixed message, and validated extra fields.
 
-Each domain declares its errors at the top of its service module as subclasses or factories of
-`PaywardenError`. One mapper (server/mcp/errors.py) turns them into tool errors; the CLI prints
-them as one line. Messages are written by us, never copied from a seller or a library.
+Each error code is exactly one subclass of `PaywardenError`, declared at the top of its domain's
+`errors` module, with its message fixed on the class: no instance can change either. `invalid_input`
+is the one code with many causes: its `reason` is an `InputReason`, and each reason has its own
+fixed sentence. One mapper (server/mcp/errors.py) turns errors into tool errors; the CLI prints them
+as one line. Messages are written by us, never copied from a seller or a library.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any, ClassVar
 
 
 class PaywardenError(Exception):
-    code: str = "internal_error"
-    message: str = "Unexpected error in the server."
+    code: ClassVar[str] = "internal_error"
+    message: ClassVar[str] = "Unexpected error in the server."
 
-    def __init__(self, code: str | None = None, message: str | None = None, **extra: Any) -> None:
-        if code is not None:
-            self.code = code
-        if message is not None:
-            self.message = message
-        self.extra: dict[str, Any] = {k: v for k, v in extra.items() if v is not None}
-        super().__init__(f"{self.code}: {self.message}")
+    def __init__(self, **extra: Any) -> None:
+        # Read-only: a renderer that wants other fields builds its own document.
+        self.extra: Mapping[str, Any] = MappingProxyType({k: v for k, v in extra.items() if v is not None})
+        super().__init__(f"{self.code}: {self.describe()}")
+
+    def describe(self) -> str:
+        """The sentence shown with the code."""
+        return self.message
 
     def as_dict(self) -> dict[str, Any]:
-        return {"code": self.code, "message": self.message, **self.extra}
+        return {"code": self.code, "message": self.describe(), **self.extra}
+
+
+class InputReason(StrEnum):
+    """Why an input was refused: the `reason` of `invalid_input`, each with one fixed sentence."""
+
+    INVALID_URL = "invalid_url"
+    HTTPS_REQUIRED = "https_required"
+    URL_CREDENTIALS = "url_credentials"
+    PAYWARDEN_API_URL = "paywarden_api_url"
+    INVALID_METHOD = "invalid_method"
+    INVALID_BODY = "invalid_body"
+    BODY_NOT_ALLOWED = "body_not_allowed"
+    BODY_TOO_LARGE = "body_too_large"
+    INVALID_IDEMPOTENCY_KEY = "invalid_idempotency_key"
+    INVALID_MAX_AMOUNT = "invalid_max_amount"
+    INVALID_ORIGIN = "invalid_origin"
+    CONTAINS_CREDENTIAL = "contains_credential"
+    INVALID_HEADER = "invalid_header"
+    TOO_MANY_HEADERS = "too_many_headers"
+    RESERVED_HEADER = "reserved_header"
+    INVALID_LIMIT = "invalid_limit"
+    INVALID_STATUS = "invalid_status"
+    INVALID_NAME = "invalid_name"
+    INVALID_EMAIL = "invalid_email"
+    INVALID_ROLE = "invalid_role"
+    INVALID_NETWORK = "invalid_network"
+    OUTSIDE_ORGANISATION = "outside_organisation"
+    INVALID_APPROVAL_TTL = "invalid_approval_ttl"
+    INVALID_TTL = "invalid_ttl"
+    ADMIN_SCOPE_NOT_GRANTABLE = "admin_scope_not_grantable"
+    INVALID_SCOPE = "invalid_scope"
+    INVALID_HOST = "invalid_host"
+    URL_NOT_ON_HOST = "url_not_on_host"
+    INVALID_CATEGORY = "invalid_category"
+    INVALID_PAY_TO = "invalid_pay_to"
+    INVALID_AMOUNT = "invalid_amount"
+
+    @property
+    def sentence(self) -> str:
+        return _SENTENCES.get(self, InvalidInput.message)
+
+
+_SENTENCES: dict[InputReason, str] = {
+    InputReason.INVALID_URL: "The URL is not a valid absolute URL of at most 2048 characters.",
+    InputReason.HTTPS_REQUIRED: "The URL must be https://.",
+    InputReason.URL_CREDENTIALS: "The URL carries a user name or password.",
+    InputReason.PAYWARDEN_API_URL: "The URL is Paywarden itself.",
+    InputReason.INVALID_METHOD: "The method must be GET, HEAD, POST, PUT, PATCH or DELETE.",
+    InputReason.INVALID_BODY: "The body must be a string.",
+    InputReason.BODY_NOT_ALLOWED: "A body is not allowed with GET or HEAD.",
+    InputReason.BODY_TOO_LARGE: "The body is larger than 256 KB.",
+    InputReason.INVALID_IDEMPOTENCY_KEY: (
+        "The idempotency key must be 8 to 128 letters, digits, '.', '_', ':' or '-'."
+    ),
+    InputReason.INVALID_MAX_AMOUNT: "maxAmountUsd must be a non-negative USD amount.",
+    InputReason.INVALID_ORIGIN: "origin must be user, web or agent.",
+    InputReason.CONTAINS_CREDENTIAL: "The input contains a credential, so nothing was sent.",
+    InputReason.INVALID_HEADER: "A header name or value is not valid.",
+    InputReason.TOO_MANY_HEADERS: "At most 32 headers.",
+    InputReason.RESERVED_HEADER: "That header cannot be set.",
+    InputReason.INVALID_LIMIT: "limit must be a whole number from 1 to 50.",
+    InputReason.INVALID_STATUS: "status must be one of the payment statuses.",
+    InputReason.INVALID_NAME: "Names are 1 to 120 letters, digits, spaces, dots, underscores or dashes.",
+    InputReason.INVALID_EMAIL: "The email address is not valid.",
+    InputReason.INVALID_ROLE: "The role must be one of owner, admin, approver, viewer.",
+    InputReason.INVALID_NETWORK: "The network must be one of eip155:8453, eip155:84532.",
+    InputReason.OUTSIDE_ORGANISATION: "The team and member must belong to the agent's organisation.",
+    InputReason.INVALID_APPROVAL_TTL: (
+        "The approval TTL must be between 300 seconds (5 minutes) and 86400 (24 hours)."
+    ),
+    InputReason.INVALID_TTL: "The TTL must be between 60 and 31622400 seconds.",
+    InputReason.ADMIN_SCOPE_NOT_GRANTABLE: "The admin scope is never granted to an agent token.",
+    InputReason.INVALID_SCOPE: "A scope is unknown, or none was given.",
+    InputReason.INVALID_HOST: "The host is not a valid host name.",
+    InputReason.URL_NOT_ON_HOST: "The example URL must be an http(s) URL on the entry's host.",
+    InputReason.INVALID_CATEGORY: "A category is 1 to 40 lower-case letters, digits or dashes.",
+    InputReason.INVALID_PAY_TO: "A payee must be 0x and 40 hex digits.",
+    InputReason.INVALID_AMOUNT: "The amount must be a non-negative USD amount with at most 6 decimals.",
+}
 
 
 class InvalidInput(PaywardenError):
     code = "invalid_input"
     message = "The input is invalid. See reason."
 
-    def __init__(self, reason: str, message: str | None = None, **extra: Any) -> None:
-        super().__init__(message=message, reason=reason, **extra)
+    def __init__(self, reason: InputReason, **extra: Any) -> None:
         self.reason = reason
+        super().__init__(reason=str(reason), **extra)
+
+    def describe(self) -> str:
+        return self.reason.sentence
 
 
 class NotFound(PaywardenError):

@@ -12,8 +12,6 @@ from typing import Any
 
 from mcp_types import CallToolResult, TextContent
 
-from server.kit.errors import PaywardenError
-
 
 def fence(text: str, *, what: str, host: str | None, encoding: str = "utf-8") -> str:
     boundary = secrets.token_hex(12)
@@ -31,8 +29,9 @@ def ok_result(structured: dict[str, Any], *, fenced: list[str] | None = None) ->
     return CallToolResult(content=blocks, structured_content=structured)
 
 
-def error_result(error: PaywardenError, *, fenced: list[str] | None = None) -> CallToolResult:
-    document = {"error": error.as_dict()}
+def error_result(error: dict[str, Any], *, fenced: list[str] | None = None) -> CallToolResult:
+    """A tool error: `error` is a PaywardenError's document (code, message, validated fields)."""
+    document = {"error": error}
     blocks = [TextContent(type="text", text=json.dumps(document, ensure_ascii=False))]
     blocks += [TextContent(type="text", text=block) for block in fenced or []]
     return CallToolResult(content=blocks, structured_content=document, is_error=True)

@@ -7,6 +7,7 @@ from typing import Any
 from mcp.server.mcpserver import Context
 
 from auth.principal import Principal
+from auth.scopes import Scope
 from server.mcp.auth import BEARER_KEY, PRINCIPAL_KEY
 from server.mcp.errors import InsufficientScope, Unauthorized
 
@@ -17,7 +18,7 @@ def _scope(ctx: Context[Any, Any]) -> dict[str, Any]:
     return scope if isinstance(scope, dict) else {}
 
 
-def principal_for(ctx: Context[Any, Any], scope_needed: str) -> Principal:
+def principal_for(ctx: Context[Any, Any], scope_needed: Scope) -> Principal:
     principal = _scope(ctx).get(PRINCIPAL_KEY)
     if not isinstance(principal, Principal) or principal.agent_id is None:
         raise Unauthorized()

@@ -28,8 +28,10 @@ class Unauthorized(PaywardenError):
 def to_tool_error(exc: BaseException, *, tool: str, host: str | None = None) -> CallToolResult:
     if isinstance(exc, PaywardenError) and exc.code not in _MASKED_CODES:
         if isinstance(exc, SellerFailure) and exc.seller_reason:
-            exc.extra["sellerReason"] = {"untrusted": True}
-            return error_result(exc, fenced=[fence(exc.seller_reason, what="seller's reason", host=host)])
-        return error_result(exc)
+            document = {**exc.as_dict(), "sellerReason": {"untrusted": True}}
+            return error_result(
+                document, fenced=[fence(exc.seller_reason, what="seller's reason", host=host)]
+            )
+        return error_result(exc.as_dict())
     log.exception("tool %s failed unexpectedly", tool, exc_info=exc)
-    return error_result(PaywardenError())
+    return error_result(PaywardenError().as_dict())

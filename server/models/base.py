@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import DateTime, TypeDecorator
+from sqlalchemy import DateTime, String, TypeDecorator
 from sqlalchemy.engine import Dialect
 from sqlmodel import SQLModel
 
@@ -36,3 +37,22 @@ class UTCDateTime(TypeDecorator[datetime]):
 
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
         return None if value is None else as_utc(value)
+
+
+class EnumColumn(TypeDecorator[StrEnum]):
+    """A `StrEnum` stored as VARCHAR(length): unknown values are refused before they reach a row."""
+
+    impl = String
+    cache_ok = True
+
+    def __init__(self, enum: type[StrEnum], length: int) -> None:
+        super().__init__(length)
+        self.enum = enum
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> str | None:
+        if value is None:
+            return None
+        return str(self.enum(value))
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> StrEnum | None:
+        return None if value is None else self.enum(value)

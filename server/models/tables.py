@@ -4,16 +4,36 @@ tokens, the ledger of payment intents, approvals, the catalog, audit and job lea
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import JSON, BigInteger, Column, Index, LargeBinary, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-from server.models.base import UTCDateTime
+from server.models.base import EnumColumn, UTCDateTime
+from server.models.enums import (
+    ApprovalStatus,
+    FindingKind,
+    HoldReason,
+    IntentStatus,
+    Origin,
+    PayToMode,
+    Role,
+    RuleKind,
+    RuleScope,
+    RuleSource,
+    RuleWindow,
+    TokenKind,
+    WalletMode,
+)
 
 
 def _ts(nullable: bool = False, index: bool = False) -> Any:
     return Field(default=None, sa_column=Column(UTCDateTime(), nullable=nullable, index=index))
+
+
+def _enum(enum: type[StrEnum], length: int, *, nullable: bool = False) -> Any:
+    return Field(default=None, sa_column=Column(EnumColumn(enum, length), nullable=nullable))
 
 
 class Organization(SQLModel, table=True):
@@ -46,7 +66,7 @@ class Member(SQLModel, table=True):
     id: str = Field(primary_key=True, max_length=40)
     org_id: str = Field(foreign_key="organizations.id", index=True, max_length=40)
     email: str = Field(max_length=254)
-    role: str = Field(max_length=20)  # owner | admin | approver | viewer
+    role: Role = _enum(Role, 20)
     enroll_token_hash: str | None = Field(default=None, max_length=64, unique=True)
     enroll_expires_at: datetime | None = _ts(nullable=True)
     created_at: datetime = _ts()
@@ -95,14 +115,14 @@ class RuleVersion(SQLModel, table=True):
     rule_id: str = Field(primary_key=True, max_length=40)
     version: int = Field(primary_key=True)
     org_id: str = Field(foreign_key="organizations.id", index=True, max_length=40)
-    scope: str = Field(max_length=10)  # agent | team | member | org
+    scope: RuleScope = _enum(RuleScope, 10)
     scope_id: str = Field(max_length=40)
-    kind: str = Field(max_length=10)  # limit | deny | hold
+    kind: RuleKind = _enum(RuleKind, 10)
     host: str | None = Field(default=None, max_length=255)
     path_prefix: str | None = Field(default=None, max_length=512)
     limit_atomic: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
-    window: str | None = Field(default=None, max_length=10)  # day | week | month
-    source: str = Field(max_length=10)  # admin | chat | default
+    window: RuleWindow | None = _enum(RuleWindow, 10, nullable=True)
+    source: RuleSource = _enum(RuleSource, 10)
     active: bool = True
     expires_at: datetime | None = _ts(nullable=True)
     created_by: str = Field(max_length=160)
@@ -117,7 +137,7 @@ class Wallet(SQLModel, table=True):
     id: str = Field(primary_key=True, max_length=40)
     org_id: str = Field(foreign_key="organizations.id", index=True, max_length=40)
     agent_id: str = Field(foreign_key="agents.id", index=True, max_length=40)
-    mode: str = Field(max_length=20)  # local_key | cdp
+    mode: WalletMode = _enum(WalletMode, 20)
     address: str = Field(max_length=42)
     sealed_secret: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
     account_name: str | None = Field(default=None, max_length=120)
@@ -134,7 +154,7 @@ class AccessToken(SQLModel, table=True):
     org_id: str = Field(foreign_key="organizations.id", index=True, max_length=40)
     agent_id: str | None = Field(default=None, foreign_key="agents.id", index=True, max_length=40)
     client_id: str | None = Field(default=None, max_length=120)
-    kind: str = Field(max_length=20)  # access | refresh
+    kind: TokenKind = _enum(TokenKind, 20)
     token_hash: str = Field(max_length=64, unique=True)
     scopes: str = Field(max_length=400)
     audience: str = Field(max_length=400)
@@ -163,8 +183,8 @@ class PaymentIntent(SQLModel, table=True):
     agent_id: str = Field(foreign_key="agents.id", max_length=40)
     idempotency_key: str = Field(max_length=128)
     fingerprint: str = Field(max_length=64)
-    status: str = Field(max_length=24)
-    origin: str | None = Field(default=None, max_length=10)
+    status: IntentStatus = _enum(IntentStatus, 24)
+    origin: Origin | None = _enum(Origin, 10, nullable=True)
     method: str = Field(max_length=10)
     host: str = Field(max_length=255)
     resource: str = Field(max_length=2048)  # the URL without its query string
@@ -181,7 +201,7 @@ class PaymentIntent(SQLModel, table=True):
     valid_before: int = Field(sa_column=Column(BigInteger, nullable=False))
     policy_version: int
     decision: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
-    wallet_mode: str = Field(max_length=20)
+    wallet_mode: WalletMode = _enum(WalletMode, 20)
     seller_status: int | None = None
     tx_hash: str | None = Field(default=None, max_length=66)  # only ever one found on-chain
     seller_tx_hash: str | None = Field(default=None, max_length=66)  # what the seller claimed
@@ -210,8 +230,8 @@ class Approval(SQLModel, table=True):
     agent_id: str = Field(foreign_key="agents.id", max_length=40)
     intent_id: str = Field(foreign_key="payment_intents.id", unique=True, max_length=40)
     idempotency_key: str = Field(max_length=128)
-    status: str = Field(max_length=12)  # pending | approved | denied | expired | consumed
-    reason: str = Field(max_length=40)
+    status: ApprovalStatus = _enum(ApprovalStatus, 12)
+    reason: HoldReason = _enum(HoldReason, 40)
     threshold_atomic: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
     amount_atomic: int = Field(sa_column=Column(BigInteger, nullable=False))
     host: str = Field(max_length=255)
@@ -240,7 +260,7 @@ class CatalogEntry(SQLModel, table=True):
     price_atomic: int = Field(sa_column=Column(BigInteger, nullable=False))
     network: str = Field(max_length=40)
     category: str = Field(max_length=40)
-    pay_to_mode: str = Field(max_length=10)  # pinned | rotating
+    pay_to_mode: PayToMode = _enum(PayToMode, 10)
     pinned_pay_to: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     created_by: str = Field(max_length=160)
     created_at: datetime = _ts()
@@ -301,9 +321,7 @@ class OutOfPolicyFinding(SQLModel, table=True):
     tx_hash: str = Field(max_length=66)
     log_index: int
     block_number: int = Field(sa_column=Column(BigInteger, nullable=False))
-    # unknown_nonce | pay_to_mismatch | amount_mismatch | payment_not_sent | payment_expired
-    # | transfer_without_authorization | approval
-    kind: str = Field(max_length=40)
+    kind: FindingKind = _enum(FindingKind, 40)
     counterparty: str | None = Field(default=None, max_length=42)
     amount_atomic: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
     nonce: str | None = Field(default=None, max_length=66)

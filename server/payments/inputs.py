@@ -10,7 +10,7 @@ from decimal import Decimal
 from typing import Any
 from urllib.parse import urlsplit
 
-from server.kit.errors import InvalidInput
+from server.kit.errors import InputReason, InvalidInput
 from server.kit.money import AmountError, parse_usd
 from server.policy.hosts import HostPatternError, normalize_host
 from server.sellers.addresses import AddressPolicy, InvalidHost, IPAddress, parse_ip_literal
@@ -70,7 +70,7 @@ def _literal(host: str) -> IPAddress | None:
     try:
         return parse_ip_literal(host)
     except InvalidHost as exc:
-        raise InvalidInput("invalid_url") from exc
+        raise InvalidInput(InputReason.INVALID_URL) from exc
 
 
 def _is_loopback(host: str, literal: IPAddress | None) -> bool:
@@ -100,35 +100,35 @@ def validate_fetch_paid(
 ) -> FetchPaidInput:
     url = arguments.get("url")
     if not isinstance(url, str) or not url:
-        raise InvalidInput("invalid_url")
+        raise InvalidInput(InputReason.INVALID_URL)
     if len(url) > MAX_URL_LENGTH:
-        raise InvalidInput("invalid_url", "The URL is longer than 2048 characters.")
+        raise InvalidInput(InputReason.INVALID_URL)
     if any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in url) or "\\" in url:
-        raise InvalidInput("invalid_url")
+        raise InvalidInput(InputReason.INVALID_URL)
     try:
         parts = urlsplit(url)
         port = parts.port
     except ValueError as exc:
-        raise InvalidInput("invalid_url") from exc
+        raise InvalidInput(InputReason.INVALID_URL) from exc
     if parts.scheme and parts.scheme not in ("https", "http"):
-        raise InvalidInput("https_required", "The URL must be https://.")
+        raise InvalidInput(InputReason.HTTPS_REQUIRED)
     if not parts.scheme or not parts.hostname:
-        raise InvalidInput("invalid_url")
+        raise InvalidInput(InputReason.INVALID_URL)
     if parts.username is not None or parts.password is not None:
-        raise InvalidInput("url_credentials", "The URL carries a user name or password.")
+        raise InvalidInput(InputReason.URL_CREDENTIALS)
     try:
         host = normalize_host(parts.hostname)
     except HostPatternError as exc:
-        raise InvalidInput("invalid_url") from exc
+        raise InvalidInput(InputReason.INVALID_URL) from exc
     literal = _literal(host)
     if parts.scheme == "http" and not (allow_private_hosts and _is_loopback(host, literal)):
-        raise InvalidInput("https_required", "The URL must be https://.")
+        raise InvalidInput(InputReason.HTTPS_REQUIRED)
     if _is_paywarden(host, port or _DEFAULT_PORTS[parts.scheme], literal, public_host):
-        raise InvalidInput("paywarden_api_url", "The URL is Paywarden itself.")
+        raise InvalidInput(InputReason.PAYWARDEN_API_URL)
 
     method = arguments.get("method") or "GET"
     if not isinstance(method, str) or method.upper() not in METHODS:
-        raise InvalidInput("invalid_method", "The method must be GET, HEAD, POST, PUT, PATCH or DELETE.")
+        raise InvalidInput(InputReason.INVALID_METHOD)
     method = method.upper()
 
     headers = _validate_headers(arguments.get("headers"))
@@ -137,19 +137,16 @@ def validate_fetch_paid(
     body: bytes | None = None
     if body_value is not None:
         if not isinstance(body_value, str):
-            raise InvalidInput("invalid_body", "The body must be a string.")
+            raise InvalidInput(InputReason.INVALID_BODY)
         if method in ("GET", "HEAD"):
-            raise InvalidInput("body_not_allowed", "A body is not allowed with GET or HEAD.")
+            raise InvalidInput(InputReason.BODY_NOT_ALLOWED)
         body = body_value.encode()
         if len(body) > MAX_BODY_BYTES:
-            raise InvalidInput("body_too_large", "The body is larger than 256 KB.")
+            raise InvalidInput(InputReason.BODY_TOO_LARGE)
 
     key = arguments.get("idempotencyKey")
     if key is not None and (not isinstance(key, str) or not _IDEMPOTENCY_KEY.match(key)):
-        raise InvalidInput(
-            "invalid_idempotency_key",
-            "The idempotency key must be 8 to 128 letters, digits, '.', '_', ':' or '-'.",
-        )
+        raise InvalidInput(InputReason.INVALID_IDEMPOTENCY_KEY)
 
     max_amount: Decimal | None = None
     raw_max = arguments.get("maxAmountUsd")
@@ -157,17 +154,15 @@ def validate_fetch_paid(
         try:
             max_amount = parse_usd(raw_max)
         except AmountError as exc:
-            raise InvalidInput(
-                "invalid_max_amount", "maxAmountUsd must be a non-negative USD amount."
-            ) from exc
+            raise InvalidInput(InputReason.INVALID_MAX_AMOUNT) from exc
 
     origin = arguments.get("origin")
     if origin is not None and origin not in ORIGINS:
-        raise InvalidInput("invalid_origin", "origin must be user, web or agent.")
+        raise InvalidInput(InputReason.INVALID_ORIGIN)
 
     texts = [url, *(f"{k}: {v}" for k, v in headers.items()), body_value or "", key or ""]
     if any(_contains_credential(text, bearer) for text in texts):
-        raise InvalidInput("contains_credential", "The input contains a credential, so nothing was sent.")
+        raise InvalidInput(InputReason.CONTAINS_CREDENTIAL)
 
     return FetchPaidInput(
         url=url,
@@ -186,17 +181,17 @@ def _validate_headers(value: Any) -> dict[str, str]:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise InvalidInput("invalid_header", "headers must be an object of strings.")
+        raise InvalidInput(InputReason.INVALID_HEADER)
     if len(value) > MAX_HEADERS:
-        raise InvalidInput("too_many_headers", "At most 32 headers.")
+        raise InvalidInput(InputReason.TOO_MANY_HEADERS)
     headers: dict[str, str] = {}
     for name, item in value.items():
         if not isinstance(name, str) or not _HEADER_NAME.match(name) or not isinstance(item, str):
-            raise InvalidInput("invalid_header", "A header name or value is not valid.")
+            raise InvalidInput(InputReason.INVALID_HEADER)
         if any(ch in item for ch in "\r\n\0") or len(item) > 8192:
-            raise InvalidInput("invalid_header", "A header name or value is not valid.")
+            raise InvalidInput(InputReason.INVALID_HEADER)
         lowered = name.lower()
         if lowered in _RESERVED or lowered.startswith(_RESERVED_PREFIXES):
-            raise InvalidInput("reserved_header", "That header cannot be set.", header=lowered)
+            raise InvalidInput(InputReason.RESERVED_HEADER, header=lowered)
         headers[name] = item
     return headers

@@ -53,13 +53,13 @@ def rule_from_row(row: RuleVersion) -> Rule:
     return Rule(
         id=row.rule_id,
         version=row.version,
-        scope=row.scope,  # type: ignore[arg-type]
-        kind=row.kind,  # type: ignore[arg-type]
+        scope=row.scope,
+        kind=row.kind,
         host=row.host,
         path_prefix=row.path_prefix,
         limit_atomic=row.limit_atomic,
-        window=row.window,  # type: ignore[arg-type]
-        source=row.source,  # type: ignore[arg-type]
+        window=row.window,
+        source=row.source,
         expires_at=row.expires_at,
     )
 

@@ -10,16 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal, get_args
 
+from server.models.enums import RuleKind, RuleScope, RuleSource
 from server.policy.hosts import HostPatternError, host_matches, normalize_pattern
 from server.policy.windows import WINDOWS, Window
 
-RuleScope = Literal["agent", "team", "member", "org"]
-RuleKind = Literal["limit", "deny", "hold"]
-RuleSource = Literal["admin", "chat", "default"]
-SCOPES: tuple[RuleScope, ...] = get_args(RuleScope)
-KINDS: tuple[RuleKind, ...] = get_args(RuleKind)
+SCOPES: tuple[RuleScope, ...] = tuple(RuleScope)
+KINDS: tuple[RuleKind, ...] = tuple(RuleKind)
 
 MAX_PATH_PREFIX = 512
 # New agents get a weekly limit of this many times their daily cap (it does not follow later
@@ -46,7 +43,7 @@ class Rule:
     path_prefix: str | None = None
     limit_atomic: int | None = None  # limit rules only
     window: Window | None = None  # limit rules only
-    source: RuleSource = "admin"
+    source: RuleSource = RuleSource.ADMIN
     expires_at: datetime | None = None
 
     @property
@@ -62,8 +59,8 @@ class Rule:
     @property
     def is_member_cap(self) -> bool:
         """A member's daily sub-cap: an unconditional daily limit on the sum of their agents."""
-        unconditional_limit = self.kind == "limit" and not self.conditional
-        return self.scope == "member" and self.window == "day" and unconditional_limit
+        unconditional_limit = self.kind == RuleKind.LIMIT and not self.conditional
+        return self.scope == RuleScope.MEMBER and self.window == Window.DAY and unconditional_limit
 
     def same_terms(self, other: Rule) -> bool:
         """Identical but for id, version and expiry."""
@@ -107,16 +104,16 @@ def clean_terms(
             raise RuleError("invalid_host", ("host",)) from exc
     if path_prefix is not None and not valid_path_prefix(path_prefix):
         raise RuleError("invalid_path_prefix", ("pathPrefix",))
-    if kind == "limit":
+    if kind == RuleKind.LIMIT:
         if limit_atomic is None or limit_atomic < 0:
             raise RuleError("invalid_limit", ("limitUsd",))
-        clean_window = window or "day"
+        clean_window = window or Window.DAY
         if clean_window not in WINDOWS:
             raise RuleError("invalid_window", ("window",))
-        return "limit", clean_host, path_prefix, limit_atomic, clean_window  # type: ignore[return-value]
+        return RuleKind.LIMIT, clean_host, path_prefix, limit_atomic, Window(clean_window)
     if limit_atomic is not None or window is not None:
         fields = tuple(
             name for name, value in (("limitUsd", limit_atomic), ("window", window)) if value is not None
         )
         raise RuleError("limit_on_non_limit_rule", fields)
-    return kind, clean_host, path_prefix, None, None  # type: ignore[return-value]
+    return RuleKind(kind), clean_host, path_prefix, None, None

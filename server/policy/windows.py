@@ -4,17 +4,17 @@ month. A window's spend starts again from 0 at its end."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Literal, get_args
 
-Window = Literal["day", "week", "month"]
-WINDOWS: tuple[Window, ...] = get_args(Window)
+from server.models.enums import RuleWindow as Window
+
+WINDOWS: tuple[Window, ...] = tuple(Window)
 
 
 def window_start(window: Window, now: datetime) -> datetime:
     day = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-    if window == "day":
+    if window == Window.DAY:
         return day
-    if window == "week":
+    if window == Window.WEEK:
         return day - timedelta(days=day.weekday())  # Monday is weekday 0
     return day.replace(day=1)
 
@@ -22,9 +22,9 @@ def window_start(window: Window, now: datetime) -> datetime:
 def window_end(window: Window, now: datetime) -> datetime:
     """When the window that contains `now` resets: the next midnight, Monday or first of a month."""
     start = window_start(window, now)
-    if window == "day":
+    if window == Window.DAY:
         return start + timedelta(days=1)
-    if window == "week":
+    if window == Window.WEEK:
         return start + timedelta(days=7)
     if start.month == 12:
         return start.replace(year=start.year + 1, month=1)

@@ -25,7 +25,7 @@ from urllib.parse import SplitResult, urljoin, urlsplit
 import anyio
 import httpx
 
-from server.kit.errors import InvalidInput, PaywardenError
+from server.kit.errors import InputReason, InvalidInput, PaywardenError
 from server.sellers.addresses import AddressPolicy
 from server.sellers.errors import PrivateAddressBlocked, ResponseLost, SellerTimeout, SellerUnreachable
 from server.sellers.resolver import Resolver, SystemResolver
@@ -100,13 +100,13 @@ class SellerClient:
             parts = urlsplit(url)
             _ = parts.port
         except ValueError as exc:
-            raise InvalidInput("invalid_url") from exc
+            raise InvalidInput(InputReason.INVALID_URL) from exc
         if parts.scheme not in ("https", "http") or not parts.hostname:
-            raise InvalidInput("https_required" if parts.hostname else "invalid_url")
+            raise InvalidInput(InputReason.HTTPS_REQUIRED if parts.hostname else InputReason.INVALID_URL)
         if parts.username is not None or parts.password is not None:
-            raise InvalidInput("url_credentials", "The URL carries a user name or password.")
+            raise InvalidInput(InputReason.URL_CREDENTIALS)
         if parts.scheme == "http" and not self.guard.policy.allow_private:
-            raise InvalidInput("https_required", "The URL must be https://.")
+            raise InvalidInput(InputReason.HTTPS_REQUIRED)
         literal = self.guard.literal(parts.hostname)
         if literal is not None:
             self.guard.judge(literal, loopback_only=parts.scheme == "http")
@@ -143,7 +143,7 @@ class SellerClient:
                     request.method, request.url, headers=headers, content=request.body
                 )
             except httpx.InvalidURL as exc:
-                raise InvalidInput("invalid_url") from exc
+                raise InvalidInput(InputReason.INVALID_URL) from exc
             try:
                 with anyio.fail_after(max(deadline - anyio.current_time(), 0)):
                     response = await http.send(outgoing, stream=True)

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 import httpcore
 import httpx
 
-from server.kit.errors import InvalidInput
+from server.kit.errors import InputReason, InvalidInput
 from server.sellers.addresses import (
     AddressPolicy,
     InvalidHost,
@@ -45,14 +45,14 @@ class AddressGuard:
             raise PrivateAddressBlocked()
         if loopback_only and not self.policy.is_loopback(address):
             # http:// is only ever allowed to this machine, in development.
-            raise InvalidInput("https_required", "The URL must be https://.")
+            raise InvalidInput(InputReason.HTTPS_REQUIRED)
         return address
 
     def literal(self, host: str) -> IPAddress | None:
         try:
             return parse_ip_literal(host)
         except InvalidHost as exc:
-            raise InvalidInput("invalid_url") from exc
+            raise InvalidInput(InputReason.INVALID_URL) from exc
 
     async def vet(self, host: str, port: int, *, loopback_only: bool = False) -> list[IPAddress]:
         """Every address of `host`, each judged; one blocked address refuses the host."""

@@ -13,7 +13,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, SQLModel, select
 
 from server.audit.service import record as audit
-from server.kit.errors import PaywardenError
+from server.kit.errors import InputReason, InvalidInput, PaywardenError
 from server.kit.ids import new_id
 from server.models import Agent, Member, Organization, Team
 from server.policy.rule_service import create_default_rules
@@ -58,9 +58,7 @@ class MemberNotFound(PaywardenError):
 def _check_name(name: str) -> str:
     name = name.strip()
     if not _NAME.match(name):
-        raise PaywardenError(
-            "invalid_input", "Names are 1 to 120 letters, digits, spaces, dots, underscores or dashes."
-        )
+        raise InvalidInput(InputReason.INVALID_NAME)
     return name
 
 
@@ -100,9 +98,7 @@ def find_org(session: Session, ref: str) -> Organization:
 
 def set_approval_ttl(session: Session, *, org: Organization, seconds: int, actor: str, now: datetime) -> None:
     if not MIN_APPROVAL_TTL_SECONDS <= seconds <= MAX_APPROVAL_TTL_SECONDS:
-        raise PaywardenError(
-            "invalid_input", "The approval TTL must be between 300 seconds (5 minutes) and 86400 (24 hours)."
-        )
+        raise InvalidInput(InputReason.INVALID_APPROVAL_TTL)
     org.approval_ttl_seconds = seconds
     session.add(org)
     audit(
@@ -156,9 +152,9 @@ def create_member(
 ) -> NewMember:
     email = email.strip().lower()
     if not _EMAIL.match(email):
-        raise PaywardenError("invalid_input", "The email address is not valid.")
+        raise InvalidInput(InputReason.INVALID_EMAIL)
     if role not in ROLES:
-        raise PaywardenError("invalid_input", f"The role must be one of {', '.join(ROLES)}.")
+        raise InvalidInput(InputReason.INVALID_ROLE)
     token = ENROLL_PREFIX + secrets.token_urlsafe(32)
     member = Member(
         id=new_id("member"),
@@ -169,7 +165,7 @@ def create_member(
         enroll_expires_at=now + ENROLL_TTL,
         created_at=now,
     )
-    _insert_unique(session, member, NameTaken("name_taken", "A member with that email already exists."))
+    _insert_unique(session, member, NameTaken(field="email"))
     audit(
         session,
         org_id=org.id,
@@ -206,9 +202,9 @@ def create_agent(
     member: Member | None = None,
 ) -> Agent:
     if network not in SUPPORTED_NETWORKS:
-        raise PaywardenError("invalid_input", f"The network must be one of {', '.join(SUPPORTED_NETWORKS)}.")
+        raise InvalidInput(InputReason.INVALID_NETWORK)
     if (team is not None and team.org_id != org.id) or (member is not None and member.org_id != org.id):
-        raise PaywardenError("invalid_input", "The team and member must belong to the agent's organisation.")
+        raise InvalidInput(InputReason.OUTSIDE_ORGANISATION)
     agent = Agent(
         id=new_id("agent"),
         org_id=org.id,

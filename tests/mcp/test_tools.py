@@ -10,7 +10,7 @@ from decimal import Decimal
 
 import pytest
 
-from auth.scopes import PAYMENTS_READ, PAYMENTS_WRITE
+from auth.scopes import Scope
 from server.approvals.service import decide
 from server.kit.db import Database
 from server.payments.ledger import update_intent
@@ -342,7 +342,7 @@ async def test_propose_rule_needs_its_scope(server: RunningServer, db: Database)
         db,
         server.settings,
         allow_hosts=["api.example.com"],
-        scopes=frozenset({PAYMENTS_READ, PAYMENTS_WRITE}),
+        scopes=frozenset({Scope.PAYMENTS_READ, Scope.PAYMENTS_WRITE}),
     )
     async with mcp_client(server.mcp_url, setup.token) as client:
         error = error_of(await client.call_tool("propose_rule", {"kind": "deny", "host": "a.example"}))

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from sqlmodel import select
 
-from auth.scopes import ADMIN, PAYMENTS_READ, ScopeError, parse_scopes
+from auth.scopes import Scope, ScopeError, parse_scopes
 from auth.tokens import hash_secret, issue_access_token, revoke_token
 from auth.verifier import InvalidToken, TokenVerifier
 from server.kit.clock import FrozenClock, SystemClock
@@ -35,7 +35,7 @@ def _issue(
             session,
             org_id=org_id,
             agent_id=agent_id,
-            scopes=frozenset({PAYMENTS_READ}),
+            scopes=frozenset({Scope.PAYMENTS_READ}),
             audience=AUDIENCE,
             ttl_seconds=ttl,
             created_by="test",
@@ -60,7 +60,7 @@ def test_only_the_hash_is_stored_and_the_token_verifies(db: Database) -> None:
     assert (principal.org_id, principal.agent_id, principal.scopes) == (
         org_id,
         agent_id,
-        frozenset({PAYMENTS_READ}),
+        frozenset({Scope.PAYMENTS_READ}),
     )
 
 
@@ -99,7 +99,7 @@ def test_an_agent_token_can_never_carry_admin(db: Database) -> None:
             session,
             org_id=org_id,
             agent_id=agent_id,
-            scopes=frozenset({ADMIN}),
+            scopes=frozenset({Scope.ADMIN}),
             audience=AUDIENCE,
             ttl_seconds=60,
             created_by="test",

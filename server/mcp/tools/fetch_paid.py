@@ -11,7 +11,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, WithJsonSchema
 
-from auth.scopes import PAYMENTS_WRITE
+from auth.scopes import Scope
 from server.kit.errors import PaywardenError
 from server.mcp.content import fence, ok_result
 from server.mcp.context import bearer_for, principal_for
@@ -185,7 +185,7 @@ def register(mcp: MCPServer, services: Services) -> None:
     ) -> Annotated[CallToolResult, FetchPaidResult]:
         host: str | None = None
         try:
-            principal = principal_for(ctx, PAYMENTS_WRITE)
+            principal = principal_for(ctx, Scope.PAYMENTS_WRITE)
             request = validate_fetch_paid(
                 {
                     "url": url,

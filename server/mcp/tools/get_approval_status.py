@@ -11,7 +11,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, WithJsonSchema
 
-from auth.scopes import PAYMENTS_READ
+from auth.scopes import Scope
 from server.approvals.service import ApprovalNotFound, document, get_for_agent
 from server.mcp.content import ok_result
 from server.mcp.context import principal_for
@@ -54,7 +54,7 @@ def register(mcp: MCPServer, services: Services) -> None:
         ctx: Context, approvalId: ApprovalId = None
     ) -> Annotated[CallToolResult, ApprovalStatusResult]:
         try:
-            principal = principal_for(ctx, PAYMENTS_READ)
+            principal = principal_for(ctx, Scope.PAYMENTS_READ)
             if not isinstance(approvalId, str) or not approvalId or len(approvalId) > 40:
                 raise ApprovalNotFound()
             agent_id = principal.agent_id

@@ -8,7 +8,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, ConfigDict
 
-from auth.scopes import PAYMENTS_READ
+from auth.scopes import Scope
 from server.mcp.content import ok_result
 from server.mcp.context import principal_for
 from server.mcp.errors import to_tool_error
@@ -94,7 +94,7 @@ def register(mcp: MCPServer, services: Services) -> None:
     )
     async def get_budget(ctx: Context) -> Annotated[CallToolResult, BudgetResult]:
         try:
-            principal = principal_for(ctx, PAYMENTS_READ)
+            principal = principal_for(ctx, Scope.PAYMENTS_READ)
             assert principal.agent_id is not None
             agent_id = principal.agent_id
 

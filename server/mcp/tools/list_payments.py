@@ -8,9 +8,9 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, WithJsonSchema
 
-from auth.scopes import PAYMENTS_READ
+from auth.scopes import Scope
 from server.kit.clock import isoformat
-from server.kit.errors import InvalidInput
+from server.kit.errors import InputReason, InvalidInput
 from server.kit.money import format_usd
 from server.mcp.content import ok_result
 from server.mcp.context import principal_for
@@ -69,9 +69,9 @@ def parse(limit: Any, status: Any) -> tuple[int, str | None]:
     if limit is None:
         limit = DEFAULT_LIMIT
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
-        raise InvalidInput("invalid_limit", "limit must be a whole number from 1 to 50.")
+        raise InvalidInput(InputReason.INVALID_LIMIT)
     if status is not None and status not in STATUSES:
-        raise InvalidInput("invalid_status", "status must be one of the payment statuses.")
+        raise InvalidInput(InputReason.INVALID_STATUS)
     return limit, status
 
 
@@ -88,7 +88,7 @@ def register(mcp: MCPServer, services: Services) -> None:
         ctx: Context, limit: Limit = None, status: Status = None
     ) -> Annotated[CallToolResult, ListPaymentsResult]:
         try:
-            principal = principal_for(ctx, PAYMENTS_READ)
+            principal = principal_for(ctx, Scope.PAYMENTS_READ)
             count, only = parse(limit, status)
             agent_id = principal.agent_id
             assert agent_id is not None

@@ -14,7 +14,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, WithJsonSchema
 
-from auth.scopes import RULES_PROPOSE
+from auth.scopes import Scope
 from server.kit.clock import isoformat
 from server.mcp.content import ok_result
 from server.mcp.context import principal_for
@@ -107,7 +107,7 @@ def register(mcp: MCPServer, services: Services) -> None:
         expiresInHours: ExpiresInHours = None,
     ) -> Annotated[CallToolResult, ProposeRuleResult]:
         try:
-            principal = principal_for(ctx, RULES_PROPOSE)
+            principal = principal_for(ctx, Scope.RULES_PROPOSE)
             given = {
                 "kind": kind,
                 "limitUsd": limitUsd,

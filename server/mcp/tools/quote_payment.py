@@ -11,7 +11,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, ConfigDict
 
-from auth.scopes import PAYMENTS_READ
+from auth.scopes import Scope
 from server.mcp.content import ok_result
 from server.mcp.context import bearer_for, principal_for
 from server.mcp.errors import to_tool_error
@@ -62,7 +62,7 @@ def register(mcp: MCPServer, services: Services) -> None:
         maxAmountUsd: MaxAmountUsd = None,
     ) -> Annotated[CallToolResult, QuoteResult]:
         try:
-            principal = principal_for(ctx, PAYMENTS_READ)
+            principal = principal_for(ctx, Scope.PAYMENTS_READ)
             request = validate_fetch_paid(
                 {
                     "url": url,

@@ -1,0 +1,113 @@
+"""The stored vocabulary: every state, kind and role a column holds, as a `StrEnum`.
+
+A `StrEnum` member is its own string, so rows written before these types existed read back the
+same, and JSON renders them as plain strings. Columns declare them with `EnumColumn`, which refuses
+a value outside the enum on the way in and hands back the enum on the way out.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class IntentStatus(StrEnum):
+    """A payment intent's state. See server/payments/states.py for the moves between them."""
+
+    CREATED = "created"  # held for a human: nothing signed, nothing counted
+    AUTHORIZED = "authorized"  # the policy allowed it: counted from now on
+    SUBMITTED = "submitted"  # the signed payment left for the seller
+    SETTLEMENT_PENDING = "settlement_pending"  # the seller served it; settlement not yet seen on-chain
+    SETTLED = "settled"  # the transfer was found on-chain
+    FAILED = "failed"
+    EXPIRED = "expired"
+
+
+class ApprovalStatus(StrEnum):
+    PENDING = "pending"
+    APPROVED = "approved"
+    DENIED = "denied"
+    EXPIRED = "expired"
+    CONSUMED = "consumed"  # approved, and the retry that paid used it
+
+
+class HoldReason(StrEnum):
+    """Why a payment that passed every rule waits for a person; the first that applies, in order."""
+
+    RULE = "rule"
+    CATALOG_NEW_HOST = "catalog_new_host"
+    NEW_PAY_TO = "new_pay_to"
+    INSTRUCTION_LIKE_DESCRIPTION = "instruction_like_description"
+    THRESHOLD = "threshold"
+
+
+class RuleScope(StrEnum):
+    AGENT = "agent"
+    TEAM = "team"
+    MEMBER = "member"
+    ORG = "org"
+
+
+class RuleKind(StrEnum):
+    LIMIT = "limit"
+    DENY = "deny"
+    HOLD = "hold"
+
+
+class RuleWindow(StrEnum):
+    """UTC calendar windows a limit rule counts spend in."""
+
+    DAY = "day"
+    WEEK = "week"
+    MONTH = "month"
+
+
+class RuleSource(StrEnum):
+    ADMIN = "admin"  # set by a person
+    CHAT = "chat"  # proposed by an agent from the conversation (restrict-only)
+    DEFAULT = "default"  # the weekly rule every new agent gets
+
+
+class Role(StrEnum):
+    OWNER = "owner"
+    ADMIN = "admin"
+    APPROVER = "approver"
+    VIEWER = "viewer"
+
+    @property
+    def may_approve(self) -> bool:
+        return self != Role.VIEWER
+
+
+class WalletMode(StrEnum):
+    LOCAL_KEY = "local_key"
+    CDP = "cdp"
+
+
+class TokenKind(StrEnum):
+    ACCESS = "access"
+    REFRESH = "refresh"
+
+
+class PayToMode(StrEnum):
+    PINNED = "pinned"  # the catalog knows the seller's receiving addresses
+    ROTATING = "rotating"  # the seller uses a new address each time
+
+
+class FindingKind(StrEnum):
+    """What an out-of-policy movement out of an agent's wallet was."""
+
+    UNKNOWN_NONCE = "unknown_nonce"
+    PAY_TO_MISMATCH = "pay_to_mismatch"
+    AMOUNT_MISMATCH = "amount_mismatch"
+    PAYMENT_NOT_SENT = "payment_not_sent"
+    SETTLED_AFTER_REFUSAL = "settled_after_refusal"
+    TRANSFER_WITHOUT_AUTHORIZATION = "transfer_without_authorization"
+    APPROVAL = "approval"
+
+
+class Origin(StrEnum):
+    """Who asked for a fetch_paid request; recorded for audit only."""
+
+    USER = "user"
+    WEB = "web"
+    AGENT = "agent"
