@@ -5,15 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from auth.verifier import TokenVerifier
-from server.chain.reconcile import SettlementReconciler
 from server.chain.service import ChainService
-from server.chain.watch import OutOfPolicyWatch
 from server.jobs.runner import Job
 from server.kit.clock import Clock, SystemClock
 from server.kit.db import Database
-from server.payments.jobs import ExpireAuthorizations
+from server.payments.jobs import ExpireAuthorizations, SettlementReconciler
 from server.payments.purchase import PurchaseService
 from server.payments.quote import QuoteService
+from server.payments.watch import OutOfPolicyWatch
 from server.sellers.client import SellerClient
 from server.settings import Settings
 

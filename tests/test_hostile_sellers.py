@@ -17,11 +17,11 @@ from mcp import Client
 from mcp_types import CallToolResult
 from sqlmodel import col, select
 
-from server.chain.reconcile import SettlementReconciler
 from server.chain.service import ChainService
 from server.kit.clock import SystemClock
 from server.kit.db import Database
 from server.models import AuditEvent, PaymentIntent
+from server.payments.jobs import SettlementReconciler
 from server.policy.service import PolicyChanges
 from tests.support.chain import Anvil, TestToken, free_port, fresh_wallet
 from tests.support.fixtures_chain import FundedWallet

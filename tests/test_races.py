@@ -16,7 +16,7 @@ from sqlmodel import col, func, select
 
 from server.kit.db import Database
 from server.models import PaymentIntent
-from server.payments.usage import counted_clause
+from server.payments.repository import counted
 from tests.support.chain import TestToken
 from tests.support.fixtures_chain import FundedWallet
 from tests.support.paywarden import chain_environ, mcp_client, settings_for
@@ -85,7 +85,7 @@ def counted_spend(db: Database, agent_id: str) -> int:
         total = session.exec(
             select(func.coalesce(func.sum(PaymentIntent.amount_atomic), 0))
             .where(PaymentIntent.agent_id == agent_id)
-            .where(counted_clause(int(time.time())))
+            .where(counted(int(time.time())))
         ).one()
         return int(total)
 

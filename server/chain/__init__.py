@@ -1,1 +1,2 @@
-"""The chain: read-only JSON-RPC to check that a payment really settled, and wallets' balances."""
+"""The chain, read-only: JSON-RPC calls that find a payment's settlement in token logs, read
+balances and list a wallet's movements. A pure adapter: it knows nothing of the ledger."""

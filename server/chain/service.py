@@ -10,7 +10,6 @@ from typing import Any
 
 from server.chain.rpc import JsonRpc, RpcError
 from server.chain.settlement import ExpectedTransfer, SettlementFinding, find_settlement, usdc_balance
-from server.models import PaymentIntent
 
 LOG_CHUNK_BLOCKS = 2_000
 
@@ -36,20 +35,14 @@ class ChainService:
             raise RpcError(f"no RPC configured for {network}")
         return rpc
 
-    async def find_settlement(self, intent: PaymentIntent) -> SettlementFinding | None:
-        """The chain's answer for this intent, or None when it cannot be asked (no RPC, RPC down)."""
-        rpc = self._rpcs.get(intent.network)
+    async def find_settlement(
+        self, network: str, expected: ExpectedTransfer, *, hint: str | None = None
+    ) -> SettlementFinding | None:
+        """The chain's answer for one authorisation, or None when it cannot be asked (no RPC, RPC
+        down). `hint`, a transaction the seller named, is only a place to look first."""
+        rpc = self._rpcs.get(network)
         if rpc is None:
             return None
-        expected = ExpectedTransfer(
-            asset=intent.asset,
-            payer=intent.payer,
-            pay_to=intent.pay_to,
-            amount_atomic=intent.amount_atomic,
-            nonce=intent.nonce,
-        )
-        # The seller's claimed transaction is only a place to look first; the logs decide.
-        hint = intent.tx_hash or intent.seller_tx_hash
         try:
             return await find_settlement(rpc, expected, tx_hash=hint)
         except (RpcError, KeyError, ValueError, TypeError):

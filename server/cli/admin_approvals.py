@@ -7,16 +7,50 @@ usual path is the approval page, signed in with a passkey.
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any
+
 import typer
 
-from server.approvals.service import STATUSES, admin_document, decide, list_for_org
+from server.approvals import service as approvals
 from server.cli.context import cli_context
 from server.cli.output import emit, fail, reported_errors
+from server.kit.clock import isoformat
+from server.kit.money import format_usd
+from server.models import Approval
+from server.models.enums import ApprovalStatus
+from server.payments import holds
 from server.tenancy.service import find_org
 
 app = typer.Typer(help="Payments waiting for a human.", no_args_is_help=True)
 
 JSON = typer.Option(False, "--json", help="Print one JSON object.")
+STATUSES = [str(status) for status in ApprovalStatus]
+
+
+def approval_document(approval: Approval, now: datetime) -> dict[str, Any]:
+    """An approval as an operator sees it: everything the agent sees, and who decided."""
+    view = approvals.agent_view(approval, now)
+    return {
+        "approvalId": approval.id,
+        "status": str(approvals.effective_status(approval, now)),
+        "intentId": approval.intent_id,
+        "amountUsd": format_usd(approval.amount_atomic, atomic=True),
+        "host": approval.host,
+        "reason": str(approval.reason),
+        "createdAt": isoformat(approval.created_at),
+        "decidedAt": isoformat(approval.decided_at) if approval.decided_at else None,
+        "expiresAt": isoformat(view.expires_at),
+        "agentId": approval.agent_id,
+        "payTo": approval.pay_to,
+        "network": approval.network,
+        "resource": approval.resource,
+        "thresholdUsd": None
+        if approval.threshold_atomic is None
+        else format_usd(approval.threshold_atomic, atomic=True),
+        "decidedBy": approval.decided_by,
+        "versions": approval.decision.get("versions"),
+    }
 
 
 @app.command("list")
@@ -33,9 +67,14 @@ def approvals_list(
         now = ctx.clock.now()
         with ctx.db.read() as session:
             organisation = find_org(session, org)
-            rows = list_for_org(session, org_id=organisation.id, status=status)
-            approvals = [admin_document(row, now) for row in rows]
-        emit({"orgId": organisation.id, "approvals": approvals}, as_json=as_json)
+            rows = approvals.newest(
+                session,
+                ctx.principal,
+                org_id=organisation.id,
+                status=None if status is None else ApprovalStatus(status),
+            )
+            documents = [approval_document(row, now) for row in rows]
+        emit({"orgId": organisation.id, "approvals": documents}, as_json=as_json)
 
 
 @app.command("decide")
@@ -53,13 +92,14 @@ def approvals_decide(
         ctx.require_current_schema()
         now = ctx.clock.now()
         with ctx.db.write() as session:
-            approval = decide(
+            approval = holds.decide(
                 session,
+                ctx.principal,
                 approval_id=approval_id,
                 approve=verdict == "approve",
                 member_ref=member,
-                operator=ctx.actor,
+                via="cli_break_glass",
                 now=now,
             )
-            document = admin_document(approval, now)
+            document = approval_document(approval, now)
         emit(document, as_json=as_json)

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
+from auth.principal import Principal
 from server.kit.clock import Clock, SystemClock
 from server.kit.db import Database
 from server.kit.migrations import schema_is_current
@@ -29,6 +30,11 @@ class CliContext:
         except (KeyError, OSError):
             user = "unknown"
         return f"cli:{user}"
+
+    @property
+    def principal(self) -> Principal:
+        """The command line acts as the operator: it may read every organisation."""
+        return Principal.operator(self.actor)
 
     def require_current_schema(self) -> None:
         from server.cli.output import fail

@@ -9,6 +9,16 @@ from __future__ import annotations
 from typing import Any
 
 from server.kit.errors import PaywardenError
+from server.policy.engine import Decision
+
+MEMBER_CAP_HINT = (
+    "The person this agent belongs to reached their daily sub-cap across all their agents, or has none "
+    "yet. Do not retry today: a person asks an admin of the organisation to set or raise it."
+)
+RULE_HINT = (
+    "A spending rule named in rules refused this payment. Only a person can change a rule; get_budget "
+    "shows what each limit leaves and when it resets."
+)
 
 
 class HostNotAllowed(PaywardenError):
@@ -41,6 +51,23 @@ class ResourceMismatch(PaywardenError):
 class PolicyDenied(PaywardenError):
     code = "policy_denied"
     message = "The agent's spending policy denied this payment, so nothing was paid. See reasons."
+
+    @staticmethod
+    def fields_for(decision: Decision) -> dict[str, Any]:
+        """Its extra fields: reasons, versions, the rules behind them and a hint."""
+        fields: dict[str, Any] = {"reasons": list(decision.reasons), "policyVersion": decision.policy_version}
+        if decision.rules:
+            fields["rules"] = list(decision.rules)
+            fields["ruleScopes"] = dict(decision.rule_scopes)
+        if "member_cap_exceeded" in decision.reasons:
+            fields["hint"] = MEMBER_CAP_HINT
+        elif {"rule_denied", "rule_limit_exceeded"} & set(decision.reasons):
+            fields["hint"] = RULE_HINT
+        return fields
+
+    @classmethod
+    def of(cls, decision: Decision) -> PolicyDenied:
+        return cls(**cls.fields_for(decision))
 
 
 class WalletNotConfigured(PaywardenError):
@@ -107,6 +134,21 @@ class ControlPlaneUnavailable(PaywardenError):
 class InsufficientFunds(PaywardenError):
     code = "insufficient_funds"
     message = "The paying wallet holds less USDC than this payment on its network, so nothing was signed."
+
+
+class IllegalTransition(PaywardenError):
+    """A state change the ledger does not allow: a bug, masked as internal_error to the agent."""
+
+    code = "internal_error"
+    message = "Unexpected error in the server."
+
+
+class ApprovalMismatch(PaywardenError):
+    code = "approval_mismatch"
+    message = (
+        "The seller now asks for a different payment (amount, payee or network) than the one a human "
+        "approved, so nothing was paid. Call fetch_paid without idempotencyKey to ask again."
+    )
 
 
 # Failure codes of payments whose signed authorisation never left Paywarden: money can only move

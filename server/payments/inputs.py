@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 from server.kit.errors import InputReason, InvalidInput
 from server.kit.money import AmountError, parse_usd
+from server.models.enums import Origin
 from server.policy.hosts import HostPatternError, normalize_host
 from server.sellers.addresses import AddressPolicy, InvalidHost, IPAddress, parse_ip_literal
 from server.x402.headers import PAYMENT_HEADERS
@@ -20,7 +21,6 @@ MAX_URL_LENGTH = 2048
 MAX_HEADERS = 32
 MAX_BODY_BYTES = 256 * 1024
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
-ORIGINS = ("user", "web", "agent")
 
 _IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9._:-]{8,128}$")
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
@@ -57,7 +57,7 @@ class FetchPaidInput:
     body: bytes | None
     idempotency_key: str | None
     max_amount_usd: Decimal | None
-    origin: str | None
+    origin: Origin | None
     host: str
     path: str
 
@@ -156,9 +156,12 @@ def validate_fetch_paid(
         except AmountError as exc:
             raise InvalidInput(InputReason.INVALID_MAX_AMOUNT) from exc
 
-    origin = arguments.get("origin")
-    if origin is not None and origin not in ORIGINS:
-        raise InvalidInput(InputReason.INVALID_ORIGIN)
+    raw_origin = arguments.get("origin")
+    origin: Origin | None = None
+    if raw_origin is not None:
+        if not isinstance(raw_origin, str) or raw_origin not in {str(value) for value in Origin}:
+            raise InvalidInput(InputReason.INVALID_ORIGIN)
+        origin = Origin(raw_origin)
 
     texts = [url, *(f"{k}: {v}" for k, v in headers.items()), body_value or "", key or ""]
     if any(_contains_credential(text, bearer) for text in texts):

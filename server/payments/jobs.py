@@ -1,37 +1,44 @@
-"""The reconciler: a background job that closes what can no longer happen.
+"""The payments domain's background jobs: the reconciler, and settlement checks.
 
-- An `authorized` intent whose `validBefore` has passed was never sent (an intent is marked
+`ExpireAuthorizations` closes what can no longer happen:
+- an `authorized` intent whose `validBefore` has passed was never sent (an intent is marked
   `submitted` before its signature leaves this process), so its authorisation can never be used:
-  it is expired at once.
-- A `submitted` or `settlement_pending` intent past its `validBefore` (plus a grace period for a
+  it is expired at once;
+- a `submitted` or `settlement_pending` intent past its `validBefore` (plus a grace period for a
   transfer mined just in time) is settled if the chain shows its transfer, and expired if the
   chain shows none. Without an RPC for its network nothing can be proven, so it is left as it is
-  and keeps counting against the caps: over-counting is the safe side.
-- Approvals past their TTL, or approved but not used within 10 minutes, are expired, and so are
+  and keeps counting against the caps: over-counting is the safe side;
+- approvals past their TTL, or approved but not used within 10 minutes, are expired, and so are
   their held intents.
 
-Safe with several processes: the job runs under a lease, and every change re-reads the row under
+`SettlementReconciler` settles (or flags) intents whose money may still be moving: submitted and
+pending ones, and failed or expired ones whose authorisation was sent (a seller may settle and
+still answer 500).
+
+Safe with several processes: each job runs under a lease, and every change re-reads the row under
 the organisation's lock and only moves it if it is still in the state the pass saw.
 """
 
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import timedelta
 
-from sqlmodel import col, select
-
-from server.approvals.service import expire_due
-from server.chain.reconcile import SettlementChecker
+from auth.principal import Principal
 from server.chain.service import ChainService
 from server.kit.clock import Clock
 from server.kit.db import Database, lock_org
 from server.models import PaymentIntent
+from server.models.enums import IntentStatus
+from server.payments import holds
+from server.payments.errors import NEVER_SENT_FAILURES
 from server.payments.ledger import update_intent
+from server.payments.repository import IntentRepository
+from server.payments.settlement import MISMATCH_PREFIX, SettlementChecker, ask_chain
 
 log = logging.getLogger("paywarden.reconciler")
 
-ACTOR = "system:reconciler"
+RECONCILER = Principal.system("system:reconciler")
 GRACE_SECONDS = 60
 BATCH = 100
 
@@ -50,19 +57,19 @@ class ExpireAuthorizations:
         handled = await self._db.run(self._expire_approvals)
         handled += await self._db.run(self._expire_unsent)
         for intent in await self._db.run(self._sent_and_lapsed):
-            finding = await self._chain.find_settlement(intent)
+            finding = await ask_chain(self._chain, intent)
             if finding is None:
                 continue  # no RPC for the network, or it failed: nothing can be proven
             if finding.found:
                 # Settled, or flagged if the transfer differs: only ever from the chain's logs.
-                after = await self._settlement.apply(intent, finding, actor=ACTOR)
+                after = await self._settlement.apply(intent, finding, principal=RECONCILER)
                 changed = after.status != intent.status or after.failure_code != intent.failure_code
             else:
                 changed = await self._db.run(
                     self._move,
                     intent.id,
                     intent.status,
-                    "expired",
+                    IntentStatus.EXPIRED,
                     "payment.expired",
                     failure_code="not_settled_before_valid_before",
                 )
@@ -71,48 +78,84 @@ class ExpireAuthorizations:
 
     def _expire_approvals(self) -> int:
         with self._db.write() as session:
-            return len(expire_due(session, now=self._clock.now()))
+            return len(holds.expire_lapsed(session, RECONCILER, now=self._clock.now()))
 
     def _expire_unsent(self) -> int:
         now = self._clock.now()
-        with self._db.write() as session:
-            due = list(
-                session.exec(
-                    select(PaymentIntent.id)
-                    .where(PaymentIntent.status == "authorized")
-                    .where(col(PaymentIntent.valid_before) < int(now.timestamp()))
-                    .limit(BATCH)
+        with self._db.read() as session:
+            due = IntentRepository(session).authorized_lapsed(now_unix=int(now.timestamp()), limit=BATCH)
+        return sum(
+            int(
+                self._move(
+                    intent_id,
+                    IntentStatus.AUTHORIZED,
+                    IntentStatus.EXPIRED,
+                    "payment.expired",
+                    failure_code="never_sent",
                 )
             )
-        return sum(
-            int(self._move(intent_id, "authorized", "expired", "payment.expired", failure_code="never_sent"))
             for intent_id in due
         )
 
     def _sent_and_lapsed(self) -> list[PaymentIntent]:
         cutoff = int(self._clock.now().timestamp()) - GRACE_SECONDS
         with self._db.read() as session:
-            return list(
-                session.exec(
-                    select(PaymentIntent)
-                    .where(col(PaymentIntent.status).in_(("submitted", "settlement_pending")))
-                    .where(col(PaymentIntent.valid_before) < cutoff)
-                    .order_by(col(PaymentIntent.valid_before))
-                    .limit(BATCH)
-                )
-            )
+            return list(IntentRepository(session).in_flight_lapsed(cutoff_unix=cutoff, limit=BATCH))
 
-    def _move(self, intent_id: str, expected: str, to: str, event: str, **fields: object) -> bool:
+    def _move(
+        self, intent_id: str, expected: IntentStatus, to: IntentStatus, event: str, **fields: object
+    ) -> bool:
         """Move the intent only if it is still `expected` (another process may have moved it)."""
-        now: datetime = self._clock.now()
+        now = self._clock.now()
         with self._db.write() as session:
-            intent = session.get(PaymentIntent, intent_id)
+            intents = IntentRepository(session)
+            intent = intents.get_readable(RECONCILER, intent_id)
             if intent is None:
                 return False
             lock_org(session, intent.org_id)
-            session.refresh(intent)
+            intents.refresh(intent)
             if intent.status != expected:
                 return False
-            update_intent(session, intent_id=intent_id, to=to, actor=ACTOR, now=now, event=event, **fields)
+            update_intent(session, RECONCILER, intent_id=intent_id, to=to, now=now, event=event, **fields)
             log.info("intent %s: %s -> %s", intent_id, expected, to)
             return True
+
+
+class SettlementReconciler:
+    """Background job: settle (or flag) intents from chain logs, for networks with an RPC."""
+
+    name = "chain.settlement"
+    interval_seconds = 15.0
+    # How long after validBefore a payment is still looked for: covers an RPC that was down.
+    grace = timedelta(hours=6)
+    batch = 100
+
+    def __init__(self, *, db: Database, chain: ChainService, clock: Clock) -> None:
+        self._db = db
+        self._chain = chain
+        self._clock = clock
+        self.checker = SettlementChecker(db=db, chain=chain, clock=clock)
+
+    def _due(self) -> list[PaymentIntent]:
+        networks = self._chain.networks
+        if not networks:
+            return []
+        oldest = int((self._clock.now() - self.grace).timestamp())
+        with self._db.read() as session:
+            return list(
+                IntentRepository(session).settlement_due(
+                    networks=networks,
+                    oldest_unix=oldest,
+                    never_sent=NEVER_SENT_FAILURES,
+                    mismatch_prefix=MISMATCH_PREFIX,
+                    limit=self.batch,
+                )
+            )
+
+    async def run_once(self) -> int:
+        changed = 0
+        for intent in await self._db.run(self._due):
+            after = await self.checker.check(intent)
+            if after.status != intent.status or after.failure_code != intent.failure_code:
+                changed += 1
+        return changed

@@ -13,69 +13,25 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlmodel import Session, col, select
+from sqlmodel import Session
 
-from server.approvals.service import (
-    MAX_PENDING_PER_AGENT,
-    MAX_PENDING_PER_ORG,
-    ApprovalConsumed,
-    ApprovalDenied,
-    ApprovalExpired,
-    consume,
-    create_approval,
-    effective_status,
-    for_intent,
-    pending_counts,
-)
+from auth.principal import Principal
+from server.approvals import service as approvals
 from server.audit.service import record as audit
 from server.kit.db import lock_org
-from server.kit.errors import PaywardenError
 from server.kit.ids import new_id
-from server.kit.money import format_usd
-from server.models import Agent, Approval, Organization, PaymentIntent
-from server.payments.states import (
-    COUNTED,
-    COUNTED_UNTIL_VALID_BEFORE,
-    STATUSES,
-    TRANSITIONS,
-    IllegalTransition,
-    transition,
-)
-from server.payments.usage import context_for, counted_clause, spent_since, usage_for
+from server.kit.money import format_usd, usd_to_atomic
+from server.models import Agent, Approval, PaymentIntent
+from server.models.enums import ApprovalStatus, HoldReason, IntentStatus, Origin, WalletMode
+from server.payments.errors import ApprovalMismatch, IllegalTransition
+from server.payments.repository import IntentRepository
+from server.payments.states import SETTLED_STAYS, transition
+from server.payments.usage import context_for, usage_for
 from server.policy.engine import Decision, Payment, evaluate
 from server.policy.rule_service import rules_for_agent
 from server.policy.service import current_policy
 from server.x402.authorization import derive_nonce, validity_window
 from server.x402.selection import Selection
-
-__all__ = [
-    "COUNTED",
-    "COUNTED_UNTIL_VALID_BEFORE",
-    "STATUSES",
-    "TRANSITIONS",
-    "IllegalTransition",
-    "counted_clause",
-    "spent_since",
-    "transition",
-]
-
-
-# What the purchase flow may still record about a payment the chain already showed as settled.
-SETTLED_STAYS = frozenset({"submitted", "settlement_pending", "failed", "expired"})
-
-
-class ApprovalMismatch(PaywardenError):
-    code = "approval_mismatch"
-    message = (
-        "The seller now asks for a different payment (amount, payee or network) than the one a human "
-        "approved, so nothing was paid. Call fetch_paid without idempotencyKey to ask again."
-    )
-
-
-def find_by_key(session: Session, *, agent_id: str, key: str) -> PaymentIntent | None:
-    return session.exec(
-        select(PaymentIntent).where(PaymentIntent.agent_id == agent_id, PaymentIntent.idempotency_key == key)
-    ).first()
 
 
 @dataclass(frozen=True)
@@ -88,12 +44,12 @@ class PurchaseFacts:
     host: str
     path: str
     resource: str
-    origin: str | None
+    origin: Origin | None
     x402_version: int
     resource_host: str | None
     selection: Selection
     payer: str
-    wallet_mode: str
+    wallet_mode: WalletMode | None  # None only for a quote from an agent without a wallet
     instruction_like_description: bool = False
 
     def payment(self) -> Payment:
@@ -147,6 +103,8 @@ def decide(session: Session, *, agent: Agent, facts: PurchaseFacts, now: datetim
 
 
 def _authorize(intent: PaymentIntent, *, facts: PurchaseFacts, now: datetime) -> None:
+    if facts.wallet_mode is None:
+        raise IllegalTransition(detail="an intent is authorised only with a wallet")
     valid_after, valid_before = validity_window(int(now.timestamp()), facts.selection.max_timeout_seconds)
     intent.payer = facts.payer
     intent.wallet_mode = facts.wallet_mode
@@ -159,6 +117,8 @@ def _authorize(intent: PaymentIntent, *, facts: PurchaseFacts, now: datetime) ->
 def _new_intent(
     agent: Agent, facts: PurchaseFacts, decision: Decision, record: dict[str, Any], now: datetime
 ) -> PaymentIntent:
+    if facts.wallet_mode is None:
+        raise IllegalTransition(detail="an intent is recorded only with a wallet")
     intent_id = new_id("intent")
     selection = facts.selection
     return PaymentIntent(
@@ -167,7 +127,7 @@ def _new_intent(
         agent_id=agent.id,
         idempotency_key=facts.idempotency_key,
         fingerprint=facts.fingerprint,
-        status="created",
+        status=IntentStatus.CREATED,
         origin=facts.origin,
         method=facts.method,
         host=facts.host,
@@ -213,17 +173,23 @@ def _audit(
     )
 
 
+def find_by_key(session: Session, principal: Principal, *, agent_id: str, key: str) -> PaymentIntent | None:
+    return IntentRepository(session).find_by_key(principal, agent_id=agent_id, key=key)
+
+
 def reserve(
-    session: Session, *, agent: Agent, facts: PurchaseFacts, actor: str, now: datetime
+    session: Session, principal: Principal, *, agent: Agent, facts: PurchaseFacts, now: datetime
 ) -> Reservation:
     """Decide and record: an authorised intent, a held one with its approval, or a denial."""
     lock_org(session, agent.org_id)
-    existing = find_by_key(session, agent_id=agent.id, key=facts.idempotency_key)
+    intents = IntentRepository(session)
+    existing = intents.find_by_key(principal, agent_id=agent.id, key=facts.idempotency_key)
     if existing is not None:
         return Reservation("existing", intent=existing)
     decision = decide(session, agent=agent, facts=facts, now=now)
     record = decision_record(decision, facts)
     base = {**record, "idempotencyKey": facts.idempotency_key, "origin": facts.origin}
+    actor = principal.actor
 
     if decision.outcome == "deny":
         _audit(session, agent=agent, type="payment.denied", actor=actor, data=base, now=now)
@@ -231,58 +197,58 @@ def reserve(
 
     intent = _new_intent(agent, facts, decision, record, now)
     if decision.outcome == "hold":
-        agent_pending, org_pending = pending_counts(session, org_id=agent.org_id, agent_id=agent.id, now=now)
-        if agent_pending >= MAX_PENDING_PER_AGENT or org_pending >= MAX_PENDING_PER_ORG:
-            data = {**base, "queueFull": True, "agentPending": agent_pending, "orgPending": org_pending}
+        full = approvals.queue_full(session, org_id=agent.org_id, agent_id=agent.id, now=now)
+        if full is not None:
+            data = {**base, "queueFull": True, **full}
             _audit(session, agent=agent, type="payment.denied", actor=actor, data=data, now=now)
             return Reservation("queue_full", decision=decision)
-        session.add(intent)
-        session.flush()
-        org = session.get(Organization, agent.org_id)
-        assert org is not None
-        approval = create_approval(
-            session, org=org, intent=intent, decision=decision, decision_record=record, now=now
+        intents.add(intent)
+        threshold = decision.threshold_usd
+        approval = approvals.create(
+            session,
+            intent=intent,
+            reason=HoldReason(decision.hold_reason or HoldReason.THRESHOLD),
+            threshold_atomic=None if threshold is None else usd_to_atomic(threshold),
+            decision_record=record,
+            now=now,
         )
         data = {**base, "approvalId": approval.id, "expiresAt": approval.expires_at.isoformat()}
         _audit(session, agent=agent, type="payment.held", actor=actor, data=data, now=now, intent=intent)
         return Reservation("held", decision=decision, intent=intent, approval=approval)
 
-    transition(intent, "authorized", now=now)
+    transition(intent, IntentStatus.AUTHORIZED, now=now)
     _authorize(intent, facts=facts, now=now)
-    session.add(intent)
-    session.flush()
+    intents.add(intent)
     data = {**base, "nonce": intent.nonce}
     _audit(session, agent=agent, type="payment.authorized", actor=actor, data=data, now=now, intent=intent)
     return Reservation("authorized", decision=decision, intent=intent)
 
 
-def raise_for_approval(approval: Approval, now: datetime) -> None:
-    """The error for retrying a held payment whose approval cannot pay (any status but approved)."""
-    status = effective_status(approval, now)
-    if status == "denied":
-        raise ApprovalDenied()
-    if status == "expired":
-        raise ApprovalExpired()
-    if status == "consumed":
-        raise ApprovalConsumed(intentId=approval.intent_id)
-
-
 def authorize_held(
-    session: Session, *, agent: Agent, intent_id: str, facts: PurchaseFacts, actor: str, now: datetime
+    session: Session,
+    principal: Principal,
+    *,
+    agent: Agent,
+    intent_id: str,
+    facts: PurchaseFacts,
+    now: datetime,
 ) -> Reservation:
     """The retry of an approved payment: decide again, then authorise the held intent once."""
     lock_org(session, agent.org_id)
-    intent = session.get(PaymentIntent, intent_id)
-    assert intent is not None
-    session.refresh(intent)
-    approval = for_intent(session, intent.id)
-    assert approval is not None
-    if intent.status != "created":
-        if approval.status in ("denied", "expired"):
-            raise_for_approval(approval, now)
+    intents = IntentRepository(session)
+    intent = intents.get_readable(principal, intent_id)
+    if intent is None:
+        raise IllegalTransition(detail="unknown intent")
+    intents.refresh(intent)
+    approval = approvals.for_intent(session, principal, intent.id)
+    if approval is None:
+        raise IllegalTransition(detail="a held intent without its approval")
+    if intent.status != IntentStatus.CREATED:
+        if approval.status in (ApprovalStatus.DENIED, ApprovalStatus.EXPIRED):
+            approvals.raise_if_closed(approval, now)
         return Reservation("existing", intent=intent)  # a concurrent retry got there first
-    if effective_status(approval, now) != "approved":
-        raise_for_approval(approval, now)
+    if approvals.effective_status(approval, now) != ApprovalStatus.APPROVED:
+        approvals.raise_if_closed(approval, now)
         return Reservation("held", intent=intent, approval=approval)
     selection = facts.selection
     if (
@@ -296,6 +262,7 @@ def authorize_held(
     decision = decide(session, agent=agent, facts=facts, now=now)
     record = {**decision_record(decision, facts), "approvalId": approval.id}
     base = {**record, "idempotencyKey": facts.idempotency_key, "origin": facts.origin}
+    actor = principal.actor
     if decision.outcome == "deny":
         # The approval stays usable until its retry window closes: a human may lift the limit.
         _audit(session, agent=agent, type="payment.denied", actor=actor, data=base, now=now, intent=intent)
@@ -303,13 +270,13 @@ def authorize_held(
 
     # Any hold is covered: a human approved exactly this amount, payee, network and host.
     record["coveredHold"] = decision.hold_reason
-    transition(intent, "authorized", now=now)
+    transition(intent, IntentStatus.AUTHORIZED, now=now)
     _authorize(intent, facts=facts, now=now)
     intent.policy_version = decision.policy_version
     intent.decision = record
     intent.origin = facts.origin
     session.add(intent)
-    consume(approval, now=now)
+    approvals.consume(approval, now=now)
     session.add(approval)
     session.flush()
     data = {**base, "coveredHold": decision.hold_reason, "nonce": intent.nonce}
@@ -318,19 +285,27 @@ def authorize_held(
 
 
 def update_intent(
-    session: Session, *, intent_id: str, to: str, actor: str, now: datetime, event: str, **fields: Any
+    session: Session,
+    principal: Principal,
+    *,
+    intent_id: str,
+    to: IntentStatus,
+    now: datetime,
+    event: str,
+    **fields: Any,
 ) -> PaymentIntent:
     """Move an intent to `to`, set fields, and audit it, under the organisation's lock.
 
     `settled` is final: when a concurrent check (a replay, the reconciler) already found the
     transfer on-chain, the seller's later answer is recorded without moving the intent back.
     """
-    intent = session.get(PaymentIntent, intent_id)
+    intents = IntentRepository(session)
+    intent = intents.get_readable(principal, intent_id)
     if intent is None:
         raise IllegalTransition(detail="unknown intent")
     lock_org(session, intent.org_id)
-    session.refresh(intent)
-    settled_already = intent.status == "settled" and to in SETTLED_STAYS
+    intents.refresh(intent)
+    settled_already = intent.status == IntentStatus.SETTLED and to in SETTLED_STAYS
     if intent.status != to and not settled_already:
         transition(intent, to, now=now)
     for name, value in fields.items():
@@ -341,11 +316,11 @@ def update_intent(
         session,
         org_id=intent.org_id,
         type=event,
-        actor=actor,
+        actor=principal.actor,
         agent_id=intent.agent_id,
         subject_id=intent.id,
         data={
-            "status": intent.status,
+            "status": str(intent.status),
             "httpStatus": intent.seller_status,
             "txHash": intent.tx_hash,
             "failureCode": intent.failure_code,
@@ -355,9 +330,24 @@ def update_intent(
     return intent
 
 
-def list_payments(session: Session, *, agent_id: str, limit: int, status: str | None) -> list[PaymentIntent]:
-    query = select(PaymentIntent).where(PaymentIntent.agent_id == agent_id)
-    if status is not None:
-        query = query.where(PaymentIntent.status == status)
-    order = (col(PaymentIntent.created_at).desc(), col(PaymentIntent.id).desc())
-    return list(session.exec(query.order_by(*order).limit(limit)))
+def close_held(
+    session: Session,
+    principal: Principal,
+    *,
+    approval: Approval,
+    to: IntentStatus,
+    failure_code: str,
+    now: datetime,
+) -> None:
+    """A held intent whose approval was denied or expired can never pay: close it."""
+    intent = IntentRepository(session).get_readable(principal, approval.intent_id)
+    if intent is not None and intent.status == IntentStatus.CREATED:
+        transition(intent, to, now=now)
+        intent.failure_code = failure_code
+        session.add(intent)
+
+
+def newest(
+    session: Session, principal: Principal, *, agent_id: str, limit: int, status: IntentStatus | None
+) -> list[PaymentIntent]:
+    return list(IntentRepository(session).newest(principal, agent_id=agent_id, limit=limit, status=status))

@@ -16,26 +16,26 @@ has run again.
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
-from decimal import Decimal
-from typing import Any
 
 import anyio
 from sqlalchemy.exc import SQLAlchemyError
 
 from auth.principal import Principal
-from server.approvals.service import ApprovalQueueFull, approval_url, effective_status, for_intent
+from server.approvals import service as approvals
+from server.approvals.errors import ApprovalQueueFull
+from server.audit.service import record as audit
 from server.catalog.service import listing_for
-from server.chain.reconcile import SettlementChecker
 from server.chain.service import ChainService
 from server.kit.clock import Clock
 from server.kit.db import Database
 from server.kit.errors import PaywardenError
-from server.kit.money import atomic_to_usd, format_usd
+from server.kit.money import format_usd
 from server.models import Agent, Approval, PaymentIntent, Wallet
+from server.models.enums import ApprovalStatus, HoldReason, IntentStatus
 from server.payments import ledger
+from server.payments.answer import receipt_of, seller_reason
 from server.payments.errors import (
     AmountExceedsMax,
     ControlPlaneUnavailable,
@@ -43,54 +43,44 @@ from server.payments.errors import (
     IdempotencyKeyReused,
     InsufficientFunds,
     IntentNotReplayable,
-    InvalidPaymentRequired,
-    NoPayableEntry,
     PaymentInProgress,
     PaymentNotCompleted,
     PaymentOutcomeUnknown,
     PaymentRejectedBySeller,
     PolicyDenied,
-    ResourceMismatch,
     SigningFailed,
     WalletNotConfigured,
 )
 from server.payments.fingerprint import new_idempotency_key, request_fingerprint
 from server.payments.inputs import FetchPaidInput
-from server.payments.results import FreeOutcome, PaidOutcome, PendingOutcome, body_of, payment_fields
-from server.policy.engine import Decision, host_allowed
+from server.payments.offer import check_max, purchase_facts, read_offer
+from server.payments.results import (
+    FreeOutcome,
+    PaidOutcome,
+    PendingOutcome,
+    ReceiptState,
+    after_payment_fields,
+    body_of,
+)
+from server.payments.settlement import SettlementChecker
+from server.policy.engine import host_allowed
 from server.policy.model import Policy
 from server.policy.service import add_catalog_host, current_policy
 from server.sellers.client import REDIRECT_STATUSES, SellerClient, SellerRequest, SellerResponse
 from server.sellers.errors import ResponseLost, SellerTimeout
 from server.settings import SUPPORTED_NETWORKS, Settings
 from server.signers.base import SignerError
-from server.tenancy.service import find_agent
+from server.tenancy.service import get_agent
 from server.wallets.service import active_wallet, signer_for
 from server.x402.authorization import build_authorization, payment_header, typed_data
-from server.x402.challenge import Challenge, ChallengeError, decode_payment_required, decode_v1_body, host_of
-from server.x402.headers import PAYMENT_REQUIRED, PAYMENT_RESPONSE, X_PAYMENT_RESPONSE
-from server.x402.instructions import any_instructions, visible_text
-from server.x402.receipt import SettlementReceipt, decode_payment_response
-from server.x402.selection import NoPayableEntry as NoOffer
-from server.x402.selection import Selection, select_offer
+from server.x402.challenge import Challenge
+from server.x402.selection import Selection
 
 log = logging.getLogger(__name__)
 
 # Below this much time left in the exchange (or a quarter of it, for short deadlines), a payment is
 # not signed: its answer could hardly arrive in time.
 MIN_SECONDS_FOR_PAID_REQUEST = 1.0
-# How much of a 402's own body is read for instruction-like text.
-MAX_CHALLENGE_TEXT_BYTES = 32 * 1024
-
-
-MEMBER_CAP_HINT = (
-    "The person this agent belongs to reached their daily sub-cap across all their agents, or has none "
-    "yet. Do not retry today: a person asks an admin of the organisation to set or raise it."
-)
-RULE_HINT = (
-    "A spending rule named in rules refused this payment. Only a person can change a rule; get_budget "
-    "shows what each limit leaves and when it resets."
-)
 
 
 @dataclass(frozen=True)
@@ -101,104 +91,11 @@ class AgentContext:
     listed: bool  # the catalog lists the requested host
 
 
-def denial_fields(decision: Decision) -> dict[str, Any]:
-    """The extra fields of policy_denied: reasons, versions, the rules behind them and a hint."""
-    fields: dict[str, Any] = {"reasons": list(decision.reasons), "policyVersion": decision.policy_version}
-    if decision.rules:
-        fields["rules"] = list(decision.rules)
-        fields["ruleScopes"] = dict(decision.rule_scopes)
-    if "member_cap_exceeded" in decision.reasons:
-        fields["hint"] = MEMBER_CAP_HINT
-    elif {"rule_denied", "rule_limit_exceeded"} & set(decision.reasons):
-        fields["hint"] = RULE_HINT
-    return fields
-
-
-def read_challenge(response: SellerResponse) -> Challenge:
-    """x402 v2 from the PAYMENT-REQUIRED header; without one, x402 v1 from the JSON body."""
-    header = response.headers.get(PAYMENT_REQUIRED)
-    try:
-        if header:
-            return decode_payment_required(header)
-        return decode_v1_body(response.body)
-    except ChallengeError as exc:
-        raise InvalidPaymentRequired() from exc
-
-
-def check_resource(host: str, challenge: Challenge, selection: Selection) -> str | None:
-    """The host the challenge asks to be paid for; another host than the URL's is refused."""
-    named = selection.offer.resource_url or challenge.resource_url
-    if named is None:
-        return None
-    resource_host = host_of(named)
-    if resource_host != host:
-        raise ResourceMismatch()
-    return resource_host
-
-
-def choose_offer(challenge: Challenge, policy: Policy, settings: Settings) -> Selection:
-    try:
-        return select_offer(challenge, usdc_by_network=settings.assets, preferred_networks=policy.networks)
-    except NoOffer as exc:
-        raise NoPayableEntry(reason=exc.reason) from exc
-
-
-def check_max(amount_atomic: int, max_amount_usd: Decimal | None) -> None:
-    if max_amount_usd is not None and atomic_to_usd(amount_atomic) > max_amount_usd:
-        raise AmountExceedsMax(
-            maxAmountUsd=format_usd(max_amount_usd), amountUsd=format_usd(amount_atomic, atomic=True)
-        )
-
-
-@dataclass(frozen=True)
-class Offered:
-    """What a seller's 402 offers, read and checked the same way by fetch_paid and quote_payment."""
-
-    challenge: Challenge
-    selection: Selection
-    resource_host: str | None
-    instruction_like: bool
-
-
-def read_offer(first: SellerResponse, request: FetchPaidInput, policy: Policy, settings: Settings) -> Offered:
-    challenge = read_challenge(first)
-    selection = choose_offer(challenge, policy, settings)
-    check_max(selection.amount_atomic, request.max_amount_usd)
-    resource_host = check_resource(request.host, challenge, selection)
-    return Offered(challenge, selection, resource_host, instruction_like(challenge, first))
-
-
-def purchase_facts(
-    request: FetchPaidInput,
-    first: SellerResponse,
-    offered: Offered,
-    *,
-    key: str,
-    fingerprint: str,
-    payer: str,
-    wallet_mode: str,
-) -> ledger.PurchaseFacts:
-    return ledger.PurchaseFacts(
-        idempotency_key=key,
-        fingerprint=fingerprint,
-        method=request.method,
-        host=request.host,
-        path=request.path,
-        resource=first.url.split("?", 1)[0],
-        origin=request.origin,
-        x402_version=offered.challenge.x402_version,
-        resource_host=offered.resource_host,
-        selection=offered.selection,
-        payer=payer,
-        wallet_mode=wallet_mode,
-        instruction_like_description=offered.instruction_like,
-    )
-
-
 def load_context(db: Database, principal: Principal, host: str) -> AgentContext:
+    """The calling agent, its policy in force, its wallet, and whether the catalog lists `host`."""
     assert principal.agent_id is not None
     with db.read() as session:
-        agent = find_agent(session, principal.agent_id, org_id=principal.org_id)
+        agent = get_agent(session, principal, principal.agent_id)
         return AgentContext(
             agent,
             current_policy(session, agent.id),
@@ -221,17 +118,21 @@ class PurchaseService:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def _find_intent(self, agent_id: str, key: str) -> tuple[PaymentIntent | None, Approval | None]:
+    def _find_intent(
+        self, principal: Principal, agent_id: str, key: str
+    ) -> tuple[PaymentIntent | None, Approval | None]:
         with self._db.read() as session:
-            intent = ledger.find_by_key(session, agent_id=agent_id, key=key)
-            return intent, (for_intent(session, intent.id) if intent else None)
+            intent = ledger.find_by_key(session, principal, agent_id=agent_id, key=key)
+            return intent, (approvals.for_intent(session, principal, intent.id) if intent else None)
 
-    def _approval_of(self, intent_id: str) -> Approval | None:
+    def _approval_of(self, principal: Principal, intent_id: str) -> Approval | None:
         with self._db.read() as session:
-            return for_intent(session, intent_id)
+            return approvals.for_intent(session, principal, intent_id)
 
     def _pending(self, intent: PaymentIntent, approval: Approval) -> PendingOutcome:
-        return PendingOutcome(intent, approval, approval_url(self._settings.public_url, approval.id))
+        return PendingOutcome(
+            intent, approval, approvals.approval_url(self._settings.public_url, approval.id)
+        )
 
     # -- the flow --------------------------------------------------------------------------
 
@@ -254,14 +155,14 @@ class PurchaseService:
         held: PaymentIntent | None = None
         if request.idempotency_key is not None:
             existing, approval = await self._db.run(
-                self._find_intent, context.agent.id, request.idempotency_key
+                self._find_intent, principal, context.agent.id, request.idempotency_key
             )
             if existing is not None:
-                if existing.status != "created" or existing.fingerprint != fingerprint:
-                    return await self._resume(existing, fingerprint)
+                if existing.status != IntentStatus.CREATED or existing.fingerprint != fingerprint:
+                    return await self._resume(principal, existing, fingerprint)
                 assert approval is not None
-                if effective_status(approval, self._clock.now()) != "approved":
-                    ledger.raise_for_approval(approval, self._clock.now())
+                if approvals.effective_status(approval, self._clock.now()) != ApprovalStatus.APPROVED:
+                    approvals.raise_if_closed(approval, self._clock.now())
                     return self._pending(existing, approval)
                 held = existing  # approved: every check runs again below, then it pays once
         key = request.idempotency_key or new_idempotency_key()
@@ -295,10 +196,10 @@ class PurchaseService:
             reservation = await self._db.run(self._reserve, principal, context.agent, facts)
         if reservation.kind == "existing":
             assert reservation.intent is not None
-            return await self._resume(reservation.intent, fingerprint)
+            return await self._resume(principal, reservation.intent, fingerprint)
         if reservation.kind == "denied":
             assert reservation.decision is not None
-            raise PolicyDenied(**denial_fields(reservation.decision))
+            raise PolicyDenied.of(reservation.decision)
         if reservation.kind == "queue_full":
             raise ApprovalQueueFull()
         assert reservation.intent is not None
@@ -308,27 +209,20 @@ class PurchaseService:
         outcome = await self._pay(
             principal, reservation.intent, context.wallet, challenge, selection, first, request, deadline
         )
-        if outcome.intent.decision.get("coveredHold") == "catalog_new_host":
+        if outcome.intent.decision.get("coveredHold") == HoldReason.CATALOG_NEW_HOST:
             await self._db.run(self._add_catalog_host, principal, context.agent, request.host)
         return outcome
 
     def _reserve(self, principal: Principal, agent: Agent, facts: ledger.PurchaseFacts) -> ledger.Reservation:
         with self._db.write() as session:
-            return ledger.reserve(
-                session, agent=agent, facts=facts, actor=principal.actor, now=self._clock.now()
-            )
+            return ledger.reserve(session, principal, agent=agent, facts=facts, now=self._clock.now())
 
     def _authorize_held(
         self, principal: Principal, agent: Agent, intent_id: str, facts: ledger.PurchaseFacts
     ) -> ledger.Reservation:
         with self._db.write() as session:
             return ledger.authorize_held(
-                session,
-                agent=agent,
-                intent_id=intent_id,
-                facts=facts,
-                actor=principal.actor,
-                now=self._clock.now(),
+                session, principal, agent=agent, intent_id=intent_id, facts=facts, now=self._clock.now()
             )
 
     def _add_catalog_host(self, principal: Principal, agent: Agent, host: str) -> None:
@@ -336,10 +230,8 @@ class PurchaseService:
             add_catalog_host(session, agent=agent, host=host, actor=principal.actor, now=self._clock.now())
 
     def _audit_host_denied(self, principal: Principal, agent: Agent, request: FetchPaidInput) -> None:
-        from server.audit.service import record
-
         with self._db.write() as session:
-            record(
+            audit(
                 session,
                 org_id=agent.org_id,
                 type="payment.denied",
@@ -382,10 +274,8 @@ class PurchaseService:
     def _audit_insufficient(
         self, principal: Principal, agent: Agent, wallet: Wallet, selection: Selection, have: str, need: str
     ) -> None:
-        from server.audit.service import record
-
         with self._db.write() as session:
-            record(
+            audit(
                 session,
                 org_id=agent.org_id,
                 type="payment.insufficient_funds",
@@ -427,7 +317,12 @@ class PurchaseService:
             signature = await signer.sign_typed_data(typed_data(selection, authorization))
         except (SignerError, ValueError) as exc:
             await self._db.run(
-                self._update, principal, intent.id, "failed", "payment.failed", failure_code="signing_failed"
+                self._update,
+                principal,
+                intent.id,
+                IntentStatus.FAILED,
+                "payment.failed",
+                failure_code="signing_failed",
             )
             log.warning("signing failed for %s: %s", intent.id, type(exc).__name__)
             raise SigningFailed() from exc
@@ -436,7 +331,7 @@ class PurchaseService:
                 self._update,
                 principal,
                 intent.id,
-                "failed",
+                IntentStatus.FAILED,
                 "payment.failed",
                 failure_code="amount_exceeds_max",
             )
@@ -447,7 +342,7 @@ class PurchaseService:
             self._update,
             principal,
             intent.id,
-            "submitted",
+            IntentStatus.SUBMITTED,
             "payment.submitted",
             submitted_at=self._clock.now(),
         )
@@ -464,7 +359,7 @@ class PurchaseService:
                 self._update,
                 principal,
                 intent.id,
-                "submitted",
+                IntentStatus.SUBMITTED,
                 "payment.outcome_unknown",
                 failure_code="answer_lost",
             )
@@ -473,7 +368,12 @@ class PurchaseService:
             # Refused before a byte was written (unreachable, blocked, out of time): the signed
             # authorisation never left this process, so it can never move money.
             await self._db.run(
-                self._update, principal, intent.id, "failed", "payment.failed", failure_code=exc.code
+                self._update,
+                principal,
+                intent.id,
+                IntentStatus.FAILED,
+                "payment.failed",
+                failure_code=exc.code,
             )
             raise
         return await self._record_answer(principal, intent, response, challenge)
@@ -481,7 +381,7 @@ class PurchaseService:
     async def _record_answer(
         self, principal: Principal, intent: PaymentIntent, response: SellerResponse, challenge: Challenge
     ) -> PaidOutcome:
-        receipt = _receipt(response, challenge)
+        receipt = receipt_of(response, challenge)
         claimed = receipt.transaction if receipt else None
         now = self._clock.now()
         served = 200 <= response.status < 300 and not (receipt is not None and not receipt.success)
@@ -491,7 +391,7 @@ class PurchaseService:
                     self._update,
                     principal,
                     intent.id,
-                    "settlement_pending",
+                    IntentStatus.SETTLEMENT_PENDING,
                     "payment.receipt",
                     seller_status=response.status,
                     seller_tx_hash=claimed,
@@ -501,12 +401,17 @@ class PurchaseService:
                 # The seller served and was paid; only our record of it failed. Say so, no more.
                 log.exception("could not record the receipt of intent %s", intent.id)
                 return PaidOutcome(
-                    intent, response.status, False, body_of(response), response.body_error, "unknown"
+                    intent,
+                    response.status,
+                    False,
+                    body_of(response),
+                    response.body_error,
+                    ReceiptState.UNKNOWN,
                 )
             intent = await self.verify_settlement(principal, intent)
             return PaidOutcome(intent, response.status, False, body_of(response), response.body_error)
 
-        reason = _seller_reason(receipt, response)
+        reason = seller_reason(receipt, response)
         rejected = response.status == 402 or (receipt is not None and not receipt.success)
         code = "payment_rejected_by_seller" if rejected else "payment_not_completed"
         try:
@@ -514,17 +419,17 @@ class PurchaseService:
                 self._update,
                 principal,
                 intent.id,
-                "failed",
+                IntentStatus.FAILED,
                 "payment.failed",
                 seller_status=response.status,
                 seller_tx_hash=claimed,
                 failure_code=code,
-                seller_reason=reason[:500] if reason else None,
+                seller_reason=reason,
                 completed_at=now,
             )
         except SQLAlchemyError:
             log.exception("could not record the failed receipt of intent %s", intent.id)
-        fields = {"httpStatus": response.status, **payment_fields(intent)}
+        fields = {"httpStatus": response.status, **after_payment_fields(intent)}
         if rejected:
             raise PaymentRejectedBySeller(seller_reason=reason, **fields)
         redirect = response.status in REDIRECT_STATUSES or response.redirect_not_followed
@@ -532,98 +437,42 @@ class PurchaseService:
             seller_reason=reason, redirectNotFollowed=True if redirect else None, **fields
         )
 
-    async def verify_settlement(self, principal: Principal | None, intent: PaymentIntent) -> PaymentIntent:
+    async def verify_settlement(self, principal: Principal, intent: PaymentIntent) -> PaymentIntent:
         """Mark the intent settled if, and only if, the chain shows its transfer."""
-        actor = principal.actor if principal else "system:reconciler"
-        return await self._settlement.check(intent, actor=actor)
+        return await self._settlement.check(intent, principal=principal)
 
     # -- replays ---------------------------------------------------------------------------
 
-    async def _resume(self, intent: PaymentIntent, fingerprint: str) -> PaidOutcome | PendingOutcome:
+    async def _resume(
+        self, principal: Principal, intent: PaymentIntent, fingerprint: str
+    ) -> PaidOutcome | PendingOutcome:
         """The key already names a purchase: answer for it, never pay it again."""
         if intent.fingerprint != fingerprint:
             raise IdempotencyKeyReused()
-        if intent.status == "created":
-            approval = await self._db.run(self._approval_of, intent.id)
+        now = self._clock.now()
+        if intent.status == IntentStatus.CREATED:
+            approval = await self._db.run(self._approval_of, principal, intent.id)
             assert approval is not None
-            if effective_status(approval, self._clock.now()) != "approved":
-                ledger.raise_for_approval(approval, self._clock.now())
+            approvals.raise_if_closed(approval, now)
             return self._pending(intent, approval)
-        if intent.status in ("submitted", "settlement_pending", "failed"):
+        if intent.status in (IntentStatus.SUBMITTED, IntentStatus.SETTLEMENT_PENDING, IntentStatus.FAILED):
             # A seller may settle after answering badly: the chain, not the answer, decides.
-            intent = await self.verify_settlement(None, intent)
-        if intent.status in ("settled", "settlement_pending"):
+            intent = await self.verify_settlement(principal, intent)
+        if intent.status in (IntentStatus.SETTLED, IntentStatus.SETTLEMENT_PENDING):
             return PaidOutcome(intent, intent.seller_status, True, None)
-        if intent.status in ("failed", "expired"):
-            approval = await self._db.run(self._approval_of, intent.id)
+        if intent.status in (IntentStatus.FAILED, IntentStatus.EXPIRED):
+            approval = await self._db.run(self._approval_of, principal, intent.id)
             if approval is not None:
-                ledger.raise_for_approval(approval, self._clock.now())
+                approvals.raise_if_closed(approval, now)
             raise IntentNotReplayable(intentId=intent.id, idempotencyKey=intent.idempotency_key)
         raise PaymentInProgress(intentId=intent.id, idempotencyKey=intent.idempotency_key)
 
     # -- writes ----------------------------------------------------------------------------
 
     def _update(
-        self, principal: Principal, intent_id: str, to: str, event: str, **fields: object
+        self, principal: Principal, intent_id: str, to: IntentStatus, event: str, **fields: object
     ) -> PaymentIntent:
-        return self._update_as(principal.actor, intent_id, to, event, **fields)
-
-    def _update_as(self, actor: str, intent_id: str, to: str, event: str, **fields: object) -> PaymentIntent:
         with self._db.write() as session:
             return ledger.update_intent(
-                session, intent_id=intent_id, to=to, actor=actor, now=self._clock.now(), event=event, **fields
+                session, principal, intent_id=intent_id, to=to, now=self._clock.now(), event=event, **fields
             )
-
-
-def _receipt(response: SellerResponse, challenge: Challenge) -> SettlementReceipt | None:
-    """The seller's settlement answer, from the header of the challenge's protocol version."""
-    names = (X_PAYMENT_RESPONSE, PAYMENT_RESPONSE) if challenge.x402_version == 1 else (PAYMENT_RESPONSE,)
-    for name in names:
-        receipt = decode_payment_response(response.headers.get(name))
-        if receipt is not None:
-            return receipt
-    return None
-
-
-def instruction_like(challenge: Challenge, response: SellerResponse) -> bool:
-    """Whether the 402's own words (its description, error and body) read like orders to an agent."""
-    return any_instructions([*challenge.seller_texts(), _body_text(response)])
-
-
-def _body_text(response: SellerResponse) -> str:
-    """The 402's own body as text a reader would see (an HTML paywall's scripts are not text)."""
-    text = response.body[:MAX_CHALLENGE_TEXT_BYTES].decode("utf-8", errors="ignore")
-    return visible_text(text, response.content_type)
-
-
-def _seller_reason(receipt: SettlementReceipt | None, response: SellerResponse) -> str | None:
-    """The seller's own explanation: untrusted text, only ever shown fenced."""
-    if receipt is not None and receipt.error_reason:
-        return receipt.error_reason
-    header = response.headers.get(PAYMENT_REQUIRED)
-    if header:
-        try:
-            error = decode_payment_required(header).error
-        except ChallengeError:
-            error = None
-        if error:
-            return error[:500]
-    return _json_error(response)
-
-
-def _json_error(response: SellerResponse) -> str | None:
-    if "json" not in response.content_type.lower() or len(response.body) > MAX_CHALLENGE_TEXT_BYTES:
-        return None
-    try:
-        document = json.loads(response.body)
-    except (ValueError, UnicodeDecodeError):
-        return None
-    if not isinstance(document, dict):
-        return None
-    for key in ("error", "errorReason", "errorMessage", "message", "detail", "reason"):
-        value = document.get(key)
-        if isinstance(value, str) and value:
-            return value[:500]
-        if isinstance(value, dict) and isinstance(value.get("message"), str) and value["message"]:
-            return str(value["message"])[:500]
-    return None

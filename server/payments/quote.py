@@ -7,25 +7,45 @@ is signed, reserved or recorded: the answer is advice, and a real payment decide
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from enum import StrEnum
 
 import anyio
 
 from auth.principal import Principal
 from server.kit.clock import Clock
 from server.kit.db import Database
-from server.kit.money import format_usd
 from server.payments import ledger
 from server.payments.fingerprint import request_fingerprint
 from server.payments.inputs import FetchPaidInput
-from server.payments.purchase import denial_fields, load_context, purchase_facts, read_offer
-from server.payments.results import usd
+from server.payments.offer import purchase_facts, read_offer
+from server.payments.purchase import load_context
 from server.policy.engine import Decision, host_allowed
 from server.sellers.client import SellerClient, SellerRequest
 from server.settings import Settings
-from server.tenancy.service import find_agent
+from server.tenancy.service import get_agent
+from server.x402.selection import Selection
 
 NO_WALLET = "0x0000000000000000000000000000000000000000"
+
+
+class QuoteOutcome(StrEnum):
+    WOULD_PAY = "would_pay"
+    WOULD_NEED_APPROVAL = "would_need_approval"
+    WOULD_DENY = "would_deny"
+    NO_PAYMENT_NEEDED = "no_payment_needed"
+
+
+@dataclass(frozen=True)
+class Quote:
+    outcome: QuoteOutcome
+    host: str
+    policy_version: int
+    http_status: int | None = None
+    selection: Selection | None = None  # what the seller asks for, when it asked for payment
+    decision: Decision | None = None  # the policy's decision on it
+    wallet_configured: bool | None = None
+    host_denied: bool = False  # refused before anything was sent: the host is not allowed
 
 
 class QuoteService:
@@ -35,21 +55,20 @@ class QuoteService:
         self._sellers = sellers
         self._clock = clock
 
-    async def quote(self, principal: Principal, request: FetchPaidInput) -> dict[str, Any]:
+    async def quote(self, principal: Principal, request: FetchPaidInput) -> Quote:
         deadline = anyio.current_time() + self._settings.fetch_timeout_ms / 1000
         context = await self._db.run(load_context, self._db, principal, request.host)
-        base: dict[str, Any] = {"host": request.host, "policyVersion": context.policy.version}
+        version = context.policy.version
         if not host_allowed(context.policy, request.host, listed=context.listed):
             # fetch_paid would not even send the request, so neither does the quote.
-            return {**base, "outcome": "would_deny", "reasons": ["host_not_allowed"]}
+            return Quote(QuoteOutcome.WOULD_DENY, request.host, version, host_denied=True)
 
         first = await self._sellers.fetch(
             SellerRequest(request.method, request.url, request.headers, request.body), deadline=deadline
         )
         if first.status != 402:
-            return {**base, "outcome": "no_payment_needed", "httpStatus": first.status}
+            return Quote(QuoteOutcome.NO_PAYMENT_NEEDED, request.host, version, http_status=first.status)
         offered = read_offer(first, request, context.policy, self._settings)
-        selection = offered.selection
         wallet = context.wallet
         facts = purchase_facts(
             request,
@@ -58,34 +77,26 @@ class QuoteService:
             key="quote-only",
             fingerprint=request_fingerprint(request),
             payer=wallet.address if wallet else NO_WALLET,
-            wallet_mode=wallet.mode if wallet else "none",
+            wallet_mode=wallet.mode if wallet else None,
         )
         decision = await self._db.run(self._decide, principal, facts)
-        quote = {
-            **base,
-            "policyVersion": decision.policy_version,
-            "httpStatus": first.status,
-            "amountUsd": format_usd(selection.amount_atomic, atomic=True),
-            "network": selection.network,
-            "asset": "USDC",
-            "payTo": selection.pay_to,
-            "walletConfigured": wallet is not None,
-        }
-        if decision.outcome == "deny":
-            return {**quote, **denial_fields(decision), "outcome": "would_deny"}
-        if decision.outcome == "hold":
-            quote.update(
-                outcome="would_need_approval",
-                reason=decision.hold_reason,
-                thresholdUsd=usd(decision.threshold_usd),
-            )
-            if decision.rules:
-                quote.update(rules=list(decision.rules), ruleScopes=dict(decision.rule_scopes))
-            return quote
-        return {**quote, "outcome": "would_pay"}
+        outcome = {
+            "deny": QuoteOutcome.WOULD_DENY,
+            "hold": QuoteOutcome.WOULD_NEED_APPROVAL,
+            "allow": QuoteOutcome.WOULD_PAY,
+        }[decision.outcome]
+        return Quote(
+            outcome,
+            request.host,
+            decision.policy_version,
+            http_status=first.status,
+            selection=offered.selection,
+            decision=decision,
+            wallet_configured=wallet is not None,
+        )
 
     def _decide(self, principal: Principal, facts: ledger.PurchaseFacts) -> Decision:
         assert principal.agent_id is not None
         with self._db.read() as session:
-            agent = find_agent(session, principal.agent_id, org_id=principal.org_id)
+            agent = get_agent(session, principal, principal.agent_id)
             return ledger.decide(session, agent=agent, facts=facts, now=self._clock.now())

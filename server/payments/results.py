@@ -1,15 +1,16 @@
-"""What fetch_paid hands back: a free answer, a paid one, or a held one. Views, not rows."""
+"""What fetch_paid comes back with: a free answer, a paid one, or a held one. Domain values, not
+wire documents: server/mcp/schemas renders them."""
 
 from __future__ import annotations
 
 import base64
 from dataclasses import dataclass
-from decimal import Decimal
+from enum import StrEnum
 from typing import Any
 
-from server.kit.clock import isoformat
 from server.kit.money import format_usd
 from server.models import Approval, PaymentIntent
+from server.models.enums import IntentStatus
 from server.sellers.client import SellerResponse
 
 _TEXT_TYPES = (
@@ -22,24 +23,34 @@ _TEXT_TYPES = (
 _TEXT_SUFFIXES = ("+json", "+xml")
 
 
+class ReceiptState(StrEnum):
+    """What the agent may believe about a payment's settlement."""
+
+    SETTLED = "settled"  # found on-chain
+    PENDING = "pending"  # sent; not (yet) seen on-chain
+    FAILED = "failed"
+    UNKNOWN = "unknown"  # the seller served, but our record of it failed
+
+
+def receipt_state(intent: PaymentIntent) -> ReceiptState:
+    return {
+        IntentStatus.SETTLED: ReceiptState.SETTLED,
+        IntentStatus.SETTLEMENT_PENDING: ReceiptState.PENDING,
+        IntentStatus.SUBMITTED: ReceiptState.PENDING,
+        IntentStatus.FAILED: ReceiptState.FAILED,
+        IntentStatus.EXPIRED: ReceiptState.FAILED,
+    }.get(intent.status, ReceiptState.UNKNOWN)
+
+
 @dataclass(frozen=True)
 class Body:
-    """A seller's body: metadata anyone may read, and `text` that only goes out fenced."""
+    """A seller's body: what anyone may know about it, and `text` that only goes out fenced."""
 
-    content_type: str
+    content_type: str  # the seller's header, untrusted: rendered only through a closed grammar
     encoding: str  # utf-8 | base64
     size: int
     truncated: bool
     text: str
-
-    def metadata(self) -> dict[str, Any]:
-        return {
-            "untrusted": True,
-            "contentType": self.content_type,
-            "encoding": self.encoding,
-            "bytes": self.size,
-            "truncated": self.truncated,
-        }
 
 
 def _is_text(content_type: str) -> bool:
@@ -65,20 +76,12 @@ def body_of(response: SellerResponse) -> Body:
 
 @dataclass(frozen=True)
 class FreeOutcome:
+    """The URL answered without asking for payment."""
+
     http_status: int
     host: str
     body: Body
     redirect_not_followed: bool = False
-
-
-def receipt_state(intent: PaymentIntent) -> str:
-    return {
-        "settled": "settled",
-        "settlement_pending": "pending",
-        "submitted": "pending",
-        "failed": "failed",
-        "expired": "failed",
-    }.get(intent.status, "unknown")
 
 
 @dataclass(frozen=True)
@@ -88,34 +91,11 @@ class PaidOutcome:
     replayed: bool
     body: Body | None
     body_error: str | None = None
-    receipt_state_override: str | None = None  # "unknown" when the receipt could not be recorded
+    receipt_state_override: ReceiptState | None = None  # UNKNOWN when the receipt could not be recorded
 
     @property
-    def amount_usd(self) -> str:
-        return format_usd(self.intent.amount_atomic, atomic=True)
-
-    @property
-    def receipt_state(self) -> str:
+    def receipt_state(self) -> ReceiptState:
         return self.receipt_state_override or receipt_state(self.intent)
-
-
-def payment_fields(intent: PaymentIntent) -> dict[str, Any]:
-    """Fields shared by paid results and after-payment errors."""
-    return {
-        "host": intent.host,
-        "intentId": intent.id,
-        "idempotencyKey": intent.idempotency_key,
-        "mode": "server_signed",
-        "amountUsd": format_usd(intent.amount_atomic, atomic=True),
-        "network": intent.network,
-        "payTo": intent.pay_to,
-        "receipt": {"state": receipt_state(intent), "txHash": intent.tx_hash},
-        "txHash": intent.tx_hash,
-    }
-
-
-def usd(value: Decimal | None) -> str | None:
-    return None if value is None else format_usd(value)
 
 
 @dataclass(frozen=True)
@@ -126,24 +106,17 @@ class PendingOutcome:
     approval: Approval
     approval_url: str
 
-    def fields(self) -> dict[str, Any]:
-        approval = self.approval
-        fields: dict[str, Any] = {
-            "status": "pending_approval",
-            "approvalId": approval.id,
-            "approvalUrl": self.approval_url,
-            "amountUsd": format_usd(approval.amount_atomic, atomic=True),
-            "reason": approval.reason,
-            "thresholdUsd": None
-            if approval.threshold_atomic is None
-            else format_usd(approval.threshold_atomic, atomic=True),
-            "host": approval.host,
-            "idempotencyKey": self.intent.idempotency_key,
-            "network": approval.network,
-            "payTo": approval.pay_to,
-            "expiresAt": isoformat(approval.expires_at),
-        }
-        if approval.reason == "rule":
-            fields["rules"] = list(approval.decision.get("rules", []))
-            fields["ruleScopes"] = dict(approval.decision.get("ruleScopes", {}))
-        return fields
+
+def after_payment_fields(intent: PaymentIntent) -> dict[str, Any]:
+    """The fields an error raised after signing carries, so the agent can find the payment."""
+    return {
+        "host": intent.host,
+        "intentId": intent.id,
+        "idempotencyKey": intent.idempotency_key,
+        "mode": "server_signed",
+        "amountUsd": format_usd(intent.amount_atomic, atomic=True),
+        "network": intent.network,
+        "payTo": intent.pay_to,
+        "receipt": {"state": str(receipt_state(intent)), "txHash": intent.tx_hash},
+        "txHash": intent.tx_hash,
+    }

@@ -10,33 +10,28 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from server.kit.errors import PaywardenError
 from server.models import PaymentIntent
+from server.models.enums import IntentStatus
+from server.payments.errors import IllegalTransition
 
-STATUSES = ("created", "authorized", "submitted", "settlement_pending", "settled", "failed", "expired")
-COUNTED = ("authorized", "submitted", "settlement_pending", "settled")
-COUNTED_UNTIL_VALID_BEFORE = ("failed", "expired")
-# The signed authorisation left this process: the organisation may have paid this payee.
-SENT = ("submitted", "settlement_pending", "settled")
+S = IntentStatus
 
-TRANSITIONS: dict[str, frozenset[str]] = {
-    "created": frozenset({"authorized", "failed", "expired"}),
-    "authorized": frozenset({"submitted", "failed", "expired"}),
-    "submitted": frozenset({"settlement_pending", "settled", "failed", "expired"}),
-    "settlement_pending": frozenset({"settled", "failed", "expired"}),
+TRANSITIONS: dict[IntentStatus, frozenset[IntentStatus]] = {
+    S.CREATED: frozenset({S.AUTHORIZED, S.FAILED, S.EXPIRED}),
+    S.AUTHORIZED: frozenset({S.SUBMITTED, S.FAILED, S.EXPIRED}),
+    S.SUBMITTED: frozenset({S.SETTLEMENT_PENDING, S.SETTLED, S.FAILED, S.EXPIRED}),
+    S.SETTLEMENT_PENDING: frozenset({S.SETTLED, S.FAILED, S.EXPIRED}),
     # Only chain evidence moves a payment out of a final state: the transfer was found after all.
-    "failed": frozenset({"settled"}),
-    "expired": frozenset({"settled"}),
-    "settled": frozenset(),
+    S.FAILED: frozenset({S.SETTLED}),
+    S.EXPIRED: frozenset({S.SETTLED}),
+    S.SETTLED: frozenset(),
 }
 
-
-class IllegalTransition(PaywardenError):
-    code = "internal_error"
-    message = "Unexpected error in the server."
+# What the purchase flow may still record about a payment the chain already showed as settled.
+SETTLED_STAYS = frozenset({S.SUBMITTED, S.SETTLEMENT_PENDING, S.FAILED, S.EXPIRED})
 
 
-def transition(intent: PaymentIntent, to: str, *, now: datetime) -> None:
+def transition(intent: PaymentIntent, to: IntentStatus, *, now: datetime) -> None:
     if to not in TRANSITIONS[intent.status]:
         raise IllegalTransition(detail=f"{intent.status} -> {to}")
     intent.status = to

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, SQLModel, select
 
+from auth.principal import Principal
 from server.audit.service import record as audit
 from server.kit.errors import InputReason, InvalidInput, PaywardenError
 from server.kit.ids import new_id
@@ -178,8 +179,22 @@ def create_member(
     return NewMember(member, token)
 
 
-def find_member(session: Session, ref: str, *, org_id: str | None = None) -> Member:
+def get_agent(session: Session, principal: Principal, agent_id: str) -> Agent:
+    agent = session.get(Agent, agent_id)
+    if agent is None or not (principal.unrestricted or agent.org_id == principal.org_id):
+        raise AgentNotFound()
+    if principal.agent_id is not None and agent.id != principal.agent_id:
+        raise AgentNotFound()
+    return agent
+
+
+def find_member(
+    session: Session, principal: Principal | str, ref: str | None = None, *, org_id: str | None = None
+) -> Member:
     """By id, or by email within an organisation."""
+    if isinstance(principal, str):
+        ref = principal
+    assert ref is not None
     member = session.get(Member, ref)
     if member is None and org_id is not None:
         member = session.exec(

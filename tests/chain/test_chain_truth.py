@@ -18,12 +18,12 @@ from eth_account import Account
 from sqlmodel import col, select
 from web3 import Web3
 
-from server.chain.reconcile import SettlementReconciler
 from server.chain.service import ChainService
-from server.chain.watch import OutOfPolicyWatch
 from server.kit.clock import SystemClock
 from server.kit.db import Database
 from server.models import AuditEvent, OutOfPolicyFinding, PaymentIntent, Wallet
+from server.payments.jobs import SettlementReconciler
+from server.payments.watch import OutOfPolicyWatch
 from tests.support.chain import Anvil, TestToken, fresh_wallet, send_transaction
 from tests.support.fixtures_chain import FundedWallet
 from tests.support.hostile_seller import (  # noqa: F401 (pytest finds fixtures by their registered names)

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from server.chain.movements import pair_authorizations
 from server.chain.settlement import (
     AUTHORIZATION_USED_TOPIC,
     TRANSFER_TOPIC,
@@ -15,7 +16,7 @@ from server.chain.settlement import (
     _matching_transfer,
     address_topic,
 )
-from server.chain.watch import classify_transfer, pair_authorizations
+from server.payments.watch import classify_transfer
 
 TOKEN = "0x" + "aa" * 20
 WALLET = "0x" + "bb" * 20

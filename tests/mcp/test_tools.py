@@ -11,13 +11,14 @@ from decimal import Decimal
 import pytest
 
 from auth.scopes import Scope
-from server.approvals.service import decide
 from server.kit.db import Database
+from server.payments import holds
 from server.payments.ledger import update_intent
 from server.policy.rule_service import add_rule, remove_rule, rules_of_org
 from server.policy.service import PolicyChanges
 from tests.support.ledger import facts, reserve_now
 from tests.support.paywarden import RunningServer, error_of, mcp_client, serve, structured
+from tests.support.principals import OPERATOR
 from tests.support.tenants import change_policy, make_agent, make_member, make_team, pin_payee
 
 pytestmark = pytest.mark.anyio
@@ -189,13 +190,13 @@ async def test_list_payments_newest_first_with_host_not_url(server: RunningServe
         ids.append(reservation.intent.id)
     with db.write() as session:
         update_intent(
-            session, intent_id=ids[0], to="submitted", actor="t", now=now(), event="payment.submitted"
+            session, OPERATOR, intent_id=ids[0], to="submitted", now=now(), event="payment.submitted"
         )
         update_intent(
             session,
+            OPERATOR,
             intent_id=ids[0],
             to="settled",
-            actor="t",
             now=now(),
             event="payment.settled",
             tx_hash="0x" + "ab" * 32,
@@ -250,7 +251,9 @@ async def test_an_agent_sees_only_its_own_approvals(server: RunningServer, db: D
         error = error_of(await client.call_tool("get_approval_status", {"approvalId": "apr_nothing"}))
         assert error["code"] == "approval_not_found"
     with db.write() as session:
-        decide(session, approval_id=approval_id, approve=True, member_ref=member, operator="test", now=now())
+        holds.decide(
+            session, OPERATOR, approval_id=approval_id, approve=True, member_ref=member, via="test", now=now()
+        )
     async with mcp_client(server.mcp_url, mine.token) as client:
         status = structured(await client.call_tool("get_approval_status", {"approvalId": approval_id}))
         assert status["status"] == "approved"

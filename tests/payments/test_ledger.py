@@ -10,19 +10,23 @@ import anyio
 import pytest
 from sqlmodel import select
 
-from server.approvals.service import ApprovalDenied, ApprovalExpired, Forbidden, decide, for_intent
+from server.approvals import service as approvals
+from server.approvals.errors import ApprovalDenied, ApprovalExpired, Forbidden
 from server.catalog.service import find_listed
 from server.chain.service import ChainService
 from server.kit.clock import FrozenClock
 from server.kit.db import Database
 from server.models import Agent, AuditEvent, PaymentIntent
+from server.payments import holds
+from server.payments.errors import ApprovalMismatch, IllegalTransition
 from server.payments.jobs import ExpireAuthorizations
-from server.payments.ledger import ApprovalMismatch, IllegalTransition, update_intent
+from server.payments.ledger import update_intent
 from server.policy.rule_service import add_rule, rules_for_agent
 from server.policy.service import PolicyChanges
 from server.settings import Settings
 from tests.support.ledger import CENT, PAYEE, agent_of, authorize_held_now, facts, reserve_now
 from tests.support.paywarden import settings_for
+from tests.support.principals import OPERATOR
 from tests.support.tenants import AgentSetup, change_policy, make_agent, make_member, make_team, pin_payee
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)  # a Wednesday
@@ -101,7 +105,7 @@ def test_a_failed_payment_counts_until_its_valid_before(db: Database, settings: 
     assert paid.intent is not None
     with db.write() as session:
         update_intent(
-            session, intent_id=paid.intent.id, to="failed", actor="test", now=NOW, event="payment.failed"
+            session, OPERATOR, intent_id=paid.intent.id, to="failed", now=NOW, event="payment.failed"
         )
     assert reserve_now(db, setup.agent_id, facts("next-0001"), NOW).kind == "denied"
     after = datetime.fromtimestamp(paid.intent.valid_before + 1, UTC)
@@ -147,12 +151,13 @@ def _approve(
     db: Database, approval_id: str, member_id: str, *, approve: bool = True, now: datetime = NOW
 ) -> None:
     with db.write() as session:
-        decide(
+        holds.decide(
             session,
+            OPERATOR,
             approval_id=approval_id,
             approve=approve,
             member_ref=member_id,
-            operator="cli:test",
+            via="cli_break_glass",
             now=now,
         )
 
@@ -182,7 +187,7 @@ def test_an_approved_retry_decides_again_and_authorises_once(db: Database, setti
         held.approval.id,
     )
     with db.read() as session:
-        approval = for_intent(session, held.intent.id)
+        approval = approvals.for_intent(session, OPERATOR, held.intent.id)
         assert approval is not None
         assert (approval.status, approval.consumed_at) == ("consumed", later)
     assert (
@@ -259,7 +264,7 @@ def test_a_payee_once_paid_by_the_organisation_is_not_new(db: Database, settings
     assert reserve_now(db, second.agent_id, facts("second-1"), NOW).kind == "held"
     with db.write() as session:
         update_intent(
-            session, intent_id=done.intent.id, to="submitted", actor="t", now=NOW, event="payment.submitted"
+            session, OPERATOR, intent_id=done.intent.id, to="submitted", now=NOW, event="payment.submitted"
         )
     assert reserve_now(db, second.agent_id, facts("second-2"), NOW).kind == "authorized"
     other_org = agent(db, settings, pin=False)
@@ -366,7 +371,7 @@ def test_the_reconciler_expires_what_can_no_longer_happen(db: Database, settings
     assert sent.intent
     with db.write() as session:
         update_intent(
-            session, intent_id=sent.intent.id, to="submitted", actor="t", now=NOW, event="payment.submitted"
+            session, OPERATOR, intent_id=sent.intent.id, to="submitted", now=NOW, event="payment.submitted"
         )
     held_setup = agent(db, settings, pin=False)
     held = reserve_now(db, held_setup.agent_id, facts("held-late", pay_to=OTHER_PAYEE), NOW)
@@ -383,7 +388,7 @@ def test_the_reconciler_expires_what_can_no_longer_happen(db: Database, settings
     assert intent(db, sent.intent.id).status == "submitted"
     assert intent(db, held.intent.id).status == "expired"
     with db.read() as session:
-        approval = for_intent(session, held.intent.id)
+        approval = approvals.for_intent(session, OPERATOR, held.intent.id)
         assert approval is not None
         assert approval.status == "expired"
     assert anyio.run(job.run_once) == 0
@@ -395,18 +400,18 @@ def test_settled_is_final_when_the_sellers_answer_comes_later(db: Database, sett
     assert paid.intent is not None
     with db.write() as session:
         update_intent(
-            session, intent_id=paid.intent.id, to="submitted", actor="t", now=NOW, event="payment.submitted"
+            session, OPERATOR, intent_id=paid.intent.id, to="submitted", now=NOW, event="payment.submitted"
         )
         # A replay found the transfer on-chain before the seller's answer was recorded...
         update_intent(
-            session, intent_id=paid.intent.id, to="settled", actor="t", now=NOW, event="payment.settled"
+            session, OPERATOR, intent_id=paid.intent.id, to="settled", now=NOW, event="payment.settled"
         )
         # ...and the answer, recorded afterwards, does not move it back.
         update_intent(
             session,
+            OPERATOR,
             intent_id=paid.intent.id,
             to="settlement_pending",
-            actor="t",
             now=NOW,
             event="payment.receipt",
             seller_status=200,
@@ -414,4 +419,4 @@ def test_settled_is_final_when_the_sellers_answer_comes_later(db: Database, sett
     row = intent(db, paid.intent.id)
     assert (row.status, row.seller_status) == ("settled", 200)
     with db.write() as session, pytest.raises(IllegalTransition):
-        update_intent(session, intent_id=paid.intent.id, to="authorized", actor="t", now=NOW, event="x")
+        update_intent(session, OPERATOR, intent_id=paid.intent.id, to="authorized", now=NOW, event="x")

@@ -21,6 +21,7 @@ from tests.support.chain import TestToken, fresh_wallet, send_transaction
 from tests.support.fixtures_chain import FACILITATOR_ACCOUNT, FundedWallet
 from tests.support.ledger import facts, reserve_now
 from tests.support.paywarden import settings_for
+from tests.support.principals import OPERATOR
 from tests.support.tenants import make_agent, pin_payee
 
 pytestmark = [pytest.mark.anyio, pytest.mark.chain]
@@ -79,7 +80,7 @@ async def test_lapsed_sent_payments_are_settled_or_expired_from_chain_logs(
         with db.write() as session:
             rows.append(
                 update_intent(
-                    session, intent_id=reservation.intent.id, to="submitted", actor="t", now=now, event="x"
+                    session, OPERATOR, intent_id=reservation.intent.id, to="submitted", now=now, event="x"
                 )
             )
     landed, vanished = rows

@@ -8,13 +8,14 @@ from datetime import UTC, datetime
 
 import pytest
 
-from server.approvals.service import decide
 from server.kit.db import Database
+from server.payments import holds
 from server.payments.fingerprint import request_fingerprint
 from server.payments.inputs import validate_fetch_paid
 from server.payments.ledger import update_intent
 from tests.support.ledger import authorize_held_now, facts, reserve_now
 from tests.support.paywarden import RunningServer, error_of, mcp_client, serve, structured
+from tests.support.principals import OPERATOR
 from tests.support.tenants import AgentSetup, make_agent, make_member, pin_payee
 
 pytestmark = pytest.mark.anyio
@@ -71,7 +72,7 @@ async def test_in_flight_failed_and_reused_keys(server: RunningServer, db: Datab
         assert error["code"] == "idempotency_key_reused"
         with db.write() as session:
             update_intent(
-                session, intent_id=intent_id, to="failed", actor="t", now=now(), event="payment.failed"
+                session, OPERATOR, intent_id=intent_id, to="failed", now=now(), event="payment.failed"
             )
         error = error_of(await client.call_tool("fetch_paid", {"url": URL, "idempotencyKey": "inflight-1"}))
         assert (error["code"], error["intentId"]) == ("intent_not_replayable", intent_id)
@@ -102,12 +103,13 @@ async def test_held_keys_answer_for_their_approval(server: RunningServer, db: Da
         )
 
         with db.write() as session:
-            decide(
+            holds.decide(
                 session,
+                OPERATOR,
                 approval_id=denied.approval.id,
                 approve=False,
                 member_ref=member,
-                operator="t",
+                via="test",
                 now=now(),
             )
         error = error_of(await client.call_tool("fetch_paid", {"url": URL, "idempotencyKey": "held-key-2"}))
@@ -115,12 +117,13 @@ async def test_held_keys_answer_for_their_approval(server: RunningServer, db: Da
 
         # Approved and used by a payment that then failed: the approval cannot pay again.
         with db.write() as session:
-            decide(
+            holds.decide(
                 session,
+                OPERATOR,
                 approval_id=held.approval.id,
                 approve=True,
                 member_ref=member,
-                operator="t",
+                via="test",
                 now=now(),
             )
         used = authorize_held_now(
@@ -129,7 +132,7 @@ async def test_held_keys_answer_for_their_approval(server: RunningServer, db: Da
         assert used.kind == "authorized"
         with db.write() as session:
             update_intent(
-                session, intent_id=held.intent.id, to="failed", actor="t", now=now(), event="payment.failed"
+                session, OPERATOR, intent_id=held.intent.id, to="failed", now=now(), event="payment.failed"
             )
         error = error_of(await client.call_tool("fetch_paid", {"url": URL, "idempotencyKey": "held-key-1"}))
         assert (error["code"], error["intentId"]) == ("approval_consumed", held.intent.id)

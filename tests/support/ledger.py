@@ -6,10 +6,12 @@ from datetime import datetime
 
 from server.kit.db import Database
 from server.models import Agent
+from server.models.enums import WalletMode
 from server.payments.ledger import PurchaseFacts, Reservation, authorize_held, reserve
-from server.tenancy.service import find_agent
+from server.tenancy.service import get_agent
 from server.x402.challenge import Offer
 from server.x402.selection import Selection
+from tests.support.principals import OPERATOR
 
 USDC = "0x036CbD53842c5426634e7929541eC2318f3dCF7e"
 PAYEE = "0x1111111111111111111111111111111111111111"
@@ -53,26 +55,24 @@ def facts(
         resource_host=host,
         selection=selection,
         payer=payer,
-        wallet_mode="local_key",
+        wallet_mode=WalletMode.LOCAL_KEY,
     )
 
 
 def agent_of(db: Database, agent_id: str) -> Agent:
     with db.read() as session:
-        return find_agent(session, agent_id)
+        return get_agent(session, OPERATOR, agent_id)
 
 
 def reserve_now(db: Database, agent_id: str, purchase: PurchaseFacts, now: datetime) -> Reservation:
     with db.write() as session:
-        agent = find_agent(session, agent_id)
-        return reserve(session, agent=agent, facts=purchase, actor="test:agent", now=now)
+        agent = get_agent(session, OPERATOR, agent_id)
+        return reserve(session, OPERATOR, agent=agent, facts=purchase, now=now)
 
 
 def authorize_held_now(
     db: Database, agent_id: str, intent_id: str, purchase: PurchaseFacts, now: datetime
 ) -> Reservation:
     with db.write() as session:
-        agent = find_agent(session, agent_id)
-        return authorize_held(
-            session, agent=agent, intent_id=intent_id, facts=purchase, actor="test:agent", now=now
-        )
+        agent = get_agent(session, OPERATOR, agent_id)
+        return authorize_held(session, OPERATOR, agent=agent, intent_id=intent_id, facts=purchase, now=now)

@@ -5,19 +5,20 @@ The only tool that can spend money: not read-only, open-world.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
-from pydantic import BaseModel, ConfigDict, WithJsonSchema
 
 from auth.scopes import Scope
-from server.kit.errors import PaywardenError
+from server.mcp.arguments import Headers, IdempotencyKey, MaxAmountUsd, Method, Origin, RequestBody, Url
 from server.mcp.content import fence, ok_result
 from server.mcp.context import bearer_for, principal_for
 from server.mcp.errors import to_tool_error
-from server.payments.inputs import MAX_BODY_BYTES, METHODS, ORIGINS, validate_fetch_paid
-from server.payments.results import Body, FreeOutcome, PaidOutcome, PendingOutcome
+from server.mcp.schemas import payments as schema
+from server.mcp.schemas.payments import FetchPaidResult
+from server.payments.inputs import validate_fetch_paid
+from server.payments.results import Body, FreeOutcome, PendingOutcome
 from server.services import Services
 
 DESCRIPTION = (
@@ -30,138 +31,6 @@ DESCRIPTION = (
     "idempotencyKey only to retry a purchase after pending_approval or payment_outcome_unknown: "
     "the same key never pays twice."
 )
-
-Url = Annotated[
-    Any,
-    WithJsonSchema({"type": "string", "maxLength": 2048, "description": "https:// URL on an allowed host."}),
-]
-Method = Annotated[Any, WithJsonSchema({"type": "string", "enum": list(METHODS), "default": "GET"})]
-Headers = Annotated[
-    Any,
-    WithJsonSchema(
-        {
-            "type": "object",
-            "additionalProperties": {"type": "string"},
-            "maxProperties": 32,
-            "description": (
-                "Extra request headers. Authorization, payment, Host, proxy and hop-by-hop "
-                "headers are refused."
-            ),
-        }
-    ),
-]
-RequestBody = Annotated[
-    Any,
-    WithJsonSchema(
-        {"type": "string", "maxLength": MAX_BODY_BYTES, "description": "Not allowed with GET or HEAD."}
-    ),
-]
-IdempotencyKey = Annotated[
-    Any,
-    WithJsonSchema(
-        {
-            "type": "string",
-            "pattern": "^[A-Za-z0-9._:-]{8,128}$",
-            "description": (
-                "Only to retry a purchase: the key from pending_approval or payment_outcome_unknown."
-            ),
-        }
-    ),
-]
-MaxAmountUsd = Annotated[
-    Any,
-    WithJsonSchema(
-        {
-            "type": ["string", "number"],
-            "description": 'Refuse to pay more than this many USD for this call, e.g. "0.05".',
-        }
-    ),
-]
-Origin = Annotated[
-    Any,
-    WithJsonSchema(
-        {
-            "type": "string",
-            "enum": list(ORIGINS),
-            "description": "Who asked for this request; recorded for audit only.",
-        }
-    ),
-]
-
-
-class BodyMeta(BaseModel):
-    untrusted: Literal[True]
-    contentType: str
-    encoding: Literal["utf-8", "base64"]
-    bytes: int
-    truncated: bool
-
-
-class Receipt(BaseModel):
-    state: Literal["settled", "pending", "failed", "unknown"]
-    txHash: str | None
-
-
-class FetchPaidResult(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    status: Literal["ok", "paid", "pending_approval"]
-    httpStatus: int | None = None
-    host: str
-    body: BodyMeta | None = None
-    redirectNotFollowed: bool | None = None
-    intentId: str | None = None
-    idempotencyKey: str | None = None
-    replayed: bool | None = None
-    mode: Literal["server_signed", "client_signs"] | None = None
-    amountUsd: str | None = None
-    network: str | None = None
-    payTo: str | None = None
-    receipt: Receipt | None = None
-    bodyError: str | None = None
-    approvalId: str | None = None
-    approvalUrl: str | None = None
-    reason: str | None = None
-    thresholdUsd: str | None = None
-    expiresAt: str | None = None
-
-
-def _body_block(body: Body, host: str) -> str:
-    return fence(body.text, what="response body", host=host, encoding=body.encoding)
-
-
-def render_free(outcome: FreeOutcome) -> CallToolResult:
-    structured: dict[str, Any] = {
-        "status": "ok",
-        "httpStatus": outcome.http_status,
-        "host": outcome.host,
-        "body": outcome.body.metadata(),
-    }
-    if outcome.redirect_not_followed:
-        structured["redirectNotFollowed"] = True
-    return ok_result(structured, fenced=[_body_block(outcome.body, outcome.host)])
-
-
-def render_paid(outcome: PaidOutcome) -> CallToolResult:
-    intent = outcome.intent
-    structured: dict[str, Any] = {
-        "status": "paid",
-        "httpStatus": outcome.http_status,
-        "host": intent.host,
-        "intentId": intent.id,
-        "idempotencyKey": intent.idempotency_key,
-        "replayed": outcome.replayed,
-        "mode": "server_signed",
-        "amountUsd": outcome.amount_usd,
-        "network": intent.network,
-        "payTo": intent.pay_to,
-        "receipt": {"state": outcome.receipt_state, "txHash": intent.tx_hash},
-        "body": outcome.body.metadata() if outcome.body else None,
-    }
-    if outcome.body_error:
-        structured["bodyError"] = outcome.body_error
-    fenced = [_body_block(outcome.body, intent.host)] if outcome.body else []
-    return ok_result(structured, fenced=fenced)
 
 
 def register(mcp: MCPServer, services: Services) -> None:
@@ -202,10 +71,15 @@ def register(mcp: MCPServer, services: Services) -> None:
             )
             host = request.host
             outcome = await services.purchases.fetch_paid(principal, request)
-        except (PaywardenError, Exception) as exc:
+        except Exception as exc:
             return to_tool_error(exc, tool="fetch_paid", host=host)
         if isinstance(outcome, FreeOutcome):
-            return render_free(outcome)
+            return ok_result(schema.free(outcome), fenced=[_body_block(outcome.body, outcome.host)])
         if isinstance(outcome, PendingOutcome):
-            return ok_result(outcome.fields())
-        return render_paid(outcome)
+            return ok_result(schema.pending(outcome))
+        fenced = [_body_block(outcome.body, outcome.intent.host)] if outcome.body else []
+        return ok_result(schema.paid(outcome), fenced=fenced)
+
+
+def _body_block(body: Body, host: str) -> str:
+    return fence(body.text, what="response body", host=host, encoding=body.encoding)

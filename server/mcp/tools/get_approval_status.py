@@ -5,17 +5,20 @@ An agent sees only its own agent's approvals; any other id is approval_not_found
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
-from pydantic import BaseModel, WithJsonSchema
+from pydantic import WithJsonSchema
 
 from auth.scopes import Scope
-from server.approvals.service import ApprovalNotFound, document, get_for_agent
+from server.approvals import service as approvals
+from server.approvals.errors import ApprovalNotFound
 from server.mcp.content import ok_result
 from server.mcp.context import principal_for
 from server.mcp.errors import to_tool_error
+from server.mcp.schemas import approvals as schema
+from server.mcp.schemas.approvals import ApprovalStatusResult
 from server.services import Services
 
 DESCRIPTION = (
@@ -27,18 +30,6 @@ DESCRIPTION = (
 ApprovalId = Annotated[
     Any, WithJsonSchema({"type": "string", "maxLength": 40, "description": "From a pending_approval result."})
 ]
-
-
-class ApprovalStatusResult(BaseModel):
-    approvalId: str
-    status: Literal["pending", "approved", "denied", "expired"]
-    intentId: str | None
-    amountUsd: str
-    host: str
-    reason: str
-    createdAt: str
-    decidedAt: str | None
-    expiresAt: str
 
 
 def register(mcp: MCPServer, services: Services) -> None:
@@ -57,13 +48,12 @@ def register(mcp: MCPServer, services: Services) -> None:
             principal = principal_for(ctx, Scope.PAYMENTS_READ)
             if not isinstance(approvalId, str) or not approvalId or len(approvalId) > 40:
                 raise ApprovalNotFound()
-            agent_id = principal.agent_id
-            assert agent_id is not None
+            approval_id = approvalId
 
             def read() -> dict[str, Any]:
                 with services.db.read() as session:
-                    approval = get_for_agent(session, approval_id=approvalId, agent_id=agent_id)
-                    return document(approval, services.clock.now())
+                    approval = approvals.get(session, principal, approval_id)
+                    return schema.approval_status(approvals.agent_view(approval, services.clock.now()))
 
             return ok_result(await services.db.run(read))
         except Exception as exc:

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
-from pydantic import BaseModel, ConfigDict
 
 from auth.scopes import Scope
 from server.mcp.content import ok_result
 from server.mcp.context import principal_for
 from server.mcp.errors import to_tool_error
+from server.mcp.schemas import budget as schema
+from server.mcp.schemas.budget import BudgetResult
 from server.payments.budget import budget
 from server.services import Services
 
@@ -23,64 +24,6 @@ DESCRIPTION = (
     "about money that left the agent's wallet outside any payment Paywarden allowed. Call it before "
     "paying for something."
 )
-
-
-class EffectiveCap(BaseModel):
-    limitedBy: Literal["daily_cap", "rule", "member_cap"]
-    scope: Literal["agent", "team", "member", "org"]
-    capUsd: str
-    spentUsd: str
-    remainingUsd: str
-    resetsAt: str
-    ruleId: str | None = None
-
-
-class RuleLimit(BaseModel):
-    ruleId: str
-    window: Literal["day", "week", "month"]
-    limitUsd: str
-    spentUsd: str
-    remainingUsd: str
-    resetsAt: str
-    host: str | None
-    pathPrefix: str | None
-    source: Literal["admin", "chat", "default"]
-
-
-class ScopeLimit(RuleLimit):
-    scope: Literal["team", "member", "org"]
-
-
-class MemberCap(BaseModel):
-    dailyCapUsd: str | None
-    spentTodayUsd: str
-    remainingTodayUsd: str
-    resetsAt: str
-
-
-class BudgetResult(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    agentId: str
-    spentTodayUsd: str
-    dailyCapUsd: str
-    remainingTodayUsd: str
-    maxUsdPerTx: str
-    stepUpThresholdUsd: str | None
-    allowHosts: list[str]
-    catalogHosts: list[str]
-    capLevel: Literal["ok", "warning", "exhausted"]
-    effectiveCap: EffectiveCap
-    ruleLimits: list[RuleLimit]
-    scopeLimits: list[ScopeLimit] | None = None
-    member: MemberCap | None
-    network: str
-    networks: list[str]
-    asset: str
-    dayResetsAt: str
-    policyVersion: int
-    # Money that left the agent's wallet outside any payment Paywarden allowed (last 7 days).
-    warnings: list[dict[str, Any]] = []
 
 
 def register(mcp: MCPServer, services: Services) -> None:
@@ -98,10 +41,10 @@ def register(mcp: MCPServer, services: Services) -> None:
             assert principal.agent_id is not None
             agent_id = principal.agent_id
 
-            def read() -> dict[str, object]:
+            def read() -> dict[str, Any]:
                 with services.db.read() as session:
-                    return budget(
-                        session, org_id=principal.org_id, agent_id=agent_id, now=services.clock.now()
+                    return schema.budget(
+                        budget(session, principal, agent_id=agent_id, now=services.clock.now())
                     )
 
             return ok_result(await services.db.run(read))

@@ -5,17 +5,18 @@ It requests the URL once, like fetch_paid would, but signs, reserves and records
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
-from pydantic import BaseModel, ConfigDict
 
 from auth.scopes import Scope
+from server.mcp.arguments import Headers, MaxAmountUsd, Method, RequestBody, Url
 from server.mcp.content import ok_result
 from server.mcp.context import bearer_for, principal_for
 from server.mcp.errors import to_tool_error
-from server.mcp.tools.fetch_paid import Headers, MaxAmountUsd, Method, RequestBody, Url
+from server.mcp.schemas import quotes as schema
+from server.mcp.schemas.quotes import QuoteResult
 from server.payments.inputs import validate_fetch_paid
 from server.services import Services
 
@@ -25,23 +26,6 @@ DESCRIPTION = (
     "with the price, network and payee the seller asks for. It requests the URL once, like "
     "fetch_paid, but signs, reserves and records nothing; a real payment decides again."
 )
-
-
-class QuoteResult(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    outcome: Literal["would_pay", "would_need_approval", "would_deny", "no_payment_needed"]
-    host: str
-    policyVersion: int
-    httpStatus: int | None = None
-    amountUsd: str | None = None
-    network: str | None = None
-    asset: str | None = None
-    payTo: str | None = None
-    reasons: list[str] | None = None
-    reason: str | None = None
-    thresholdUsd: str | None = None
-    walletConfigured: bool | None = None
 
 
 def register(mcp: MCPServer, services: Services) -> None:
@@ -75,6 +59,6 @@ def register(mcp: MCPServer, services: Services) -> None:
                 public_host=services.settings.public_host,
                 allow_private_hosts=services.settings.allow_private_hosts,
             )
-            return ok_result(await services.quotes.quote(principal, request))
+            return ok_result(schema.quote(await services.quotes.quote(principal, request)))
         except Exception as exc:
             return to_tool_error(exc, tool="quote_payment")

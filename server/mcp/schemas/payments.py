@@ -1,0 +1,149 @@
+"""fetch_paid's and list_payments' results."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from server.mcp.schemas.common import timestamp, usd
+from server.models import PaymentIntent
+from server.models.enums import HoldReason, IntentStatus
+from server.payments.results import Body, FreeOutcome, PaidOutcome, PendingOutcome
+
+
+class BodyMeta(BaseModel):
+    untrusted: Literal[True]
+    contentType: str
+    encoding: Literal["utf-8", "base64"]
+    bytes: int
+    truncated: bool
+
+
+class Receipt(BaseModel):
+    state: Literal["settled", "pending", "failed", "unknown"]
+    txHash: str | None
+
+
+class FetchPaidResult(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    status: Literal["ok", "paid", "pending_approval"]
+    httpStatus: int | None = None
+    host: str
+    body: BodyMeta | None = None
+    redirectNotFollowed: bool | None = None
+    intentId: str | None = None
+    idempotencyKey: str | None = None
+    replayed: bool | None = None
+    mode: Literal["server_signed", "client_signs"] | None = None
+    amountUsd: str | None = None
+    network: str | None = None
+    payTo: str | None = None
+    receipt: Receipt | None = None
+    bodyError: str | None = None
+    approvalId: str | None = None
+    approvalUrl: str | None = None
+    reason: HoldReason | None = None
+    thresholdUsd: str | None = None
+    expiresAt: str | None = None
+    rules: list[str] | None = None
+    ruleScopes: dict[str, str] | None = None
+
+
+def _dump(model: BaseModel) -> dict[str, Any]:
+    return model.model_dump(mode="json", exclude_unset=True)
+
+
+def body_meta(body: Body) -> BodyMeta:
+    return BodyMeta(
+        untrusted=True,
+        contentType=body.content_type,
+        encoding="base64" if body.encoding == "base64" else "utf-8",
+        bytes=body.size,
+        truncated=body.truncated,
+    )
+
+
+def free(outcome: FreeOutcome) -> dict[str, Any]:
+    result = FetchPaidResult(
+        status="ok", httpStatus=outcome.http_status, host=outcome.host, body=body_meta(outcome.body)
+    )
+    if outcome.redirect_not_followed:
+        result.redirectNotFollowed = True
+    return _dump(result)
+
+
+def paid(outcome: PaidOutcome) -> dict[str, Any]:
+    intent = outcome.intent
+    result = FetchPaidResult(
+        status="paid",
+        httpStatus=outcome.http_status,
+        host=intent.host,
+        intentId=intent.id,
+        idempotencyKey=intent.idempotency_key,
+        replayed=outcome.replayed,
+        mode="server_signed",
+        amountUsd=usd(intent.amount_atomic),
+        network=intent.network,
+        payTo=intent.pay_to,
+        receipt=Receipt(state=outcome.receipt_state.value, txHash=intent.tx_hash),
+        body=body_meta(outcome.body) if outcome.body else None,
+    )
+    if outcome.body_error:
+        result.bodyError = outcome.body_error
+    return _dump(result)
+
+
+def pending(outcome: PendingOutcome) -> dict[str, Any]:
+    approval = outcome.approval
+    result = FetchPaidResult(
+        status="pending_approval",
+        approvalId=approval.id,
+        approvalUrl=outcome.approval_url,
+        amountUsd=usd(approval.amount_atomic),
+        reason=approval.reason,
+        thresholdUsd=None if approval.threshold_atomic is None else usd(approval.threshold_atomic),
+        host=approval.host,
+        idempotencyKey=outcome.intent.idempotency_key,
+        network=approval.network,
+        payTo=approval.pay_to,
+        expiresAt=timestamp(approval.expires_at),
+    )
+    if approval.reason == HoldReason.RULE:
+        result.rules = list(approval.decision.get("rules", []))
+        result.ruleScopes = dict(approval.decision.get("ruleScopes", {}))
+    return _dump(result)
+
+
+class PaymentItem(BaseModel):
+    intentId: str
+    status: IntentStatus
+    amountUsd: str
+    network: str
+    asset: str
+    host: str
+    transactionHash: str | None
+    createdAt: str
+
+
+class ListPaymentsResult(BaseModel):
+    agentId: str
+    payments: list[PaymentItem]
+
+
+def payment_item(intent: PaymentIntent) -> PaymentItem:
+    return PaymentItem(
+        intentId=intent.id,
+        status=intent.status,
+        amountUsd=usd(intent.amount_atomic),
+        network=intent.network,
+        asset="USDC",
+        host=intent.host,
+        transactionHash=intent.tx_hash if intent.status == IntentStatus.SETTLED else None,
+        createdAt=timestamp(intent.created_at),
+    )
+
+
+def payments_list(agent_id: str, intents: list[PaymentIntent]) -> dict[str, Any]:
+    return _dump(ListPaymentsResult(agentId=agent_id, payments=[payment_item(row) for row in intents]))

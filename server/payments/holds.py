@@ -1,0 +1,58 @@
+"""Deciding and expiring held payments: the approval changes, and its intent follows.
+
+Approvals know nothing of intents; a held intent is closed here when a person denies its
+approval or the approval lapses, in the same transaction, so the two never disagree.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlmodel import Session
+
+from auth.principal import Principal
+from server.approvals import service as approvals
+from server.models import Approval
+from server.models.enums import IntentStatus
+from server.payments.ledger import close_held
+
+
+def decide(
+    session: Session,
+    principal: Principal,
+    *,
+    approval_id: str,
+    approve: bool,
+    member_ref: str,
+    via: str,
+    now: datetime,
+) -> Approval:
+    """A member approves or denies a held payment; a denial closes the held intent at once."""
+    approval = approvals.decide(
+        session, principal, approval_id=approval_id, approve=approve, member_ref=member_ref, via=via, now=now
+    )
+    if not approve:
+        close_held(
+            session,
+            principal,
+            approval=approval,
+            to=IntentStatus.FAILED,
+            failure_code="approval_denied",
+            now=now,
+        )
+    return approval
+
+
+def expire_lapsed(session: Session, principal: Principal, *, now: datetime) -> list[Approval]:
+    """Expire lapsed approvals and the held intents that waited on them."""
+    expired = approvals.expire_lapsed(session, actor=principal.actor, now=now)
+    for approval in expired:
+        close_held(
+            session,
+            principal,
+            approval=approval,
+            to=IntentStatus.EXPIRED,
+            failure_code="approval_expired",
+            now=now,
+        )
+    return expired

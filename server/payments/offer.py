@@ -1,0 +1,117 @@
+"""Reading a seller's 402 into the one payment Paywarden would make: the same for fetch_paid and
+quote_payment, so a quote can never judge a different payment than the purchase would.
+
+The challenge is read (x402 v2 header, or a v1 JSON body), one payable offer is chosen within
+the call's maxAmountUsd, the host it names must be the URL's host, and the 402's own words are
+checked for instructions aimed at the agent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+from server.kit.money import atomic_to_usd, format_usd
+from server.models.enums import WalletMode
+from server.payments.errors import AmountExceedsMax, InvalidPaymentRequired, NoPayableEntry, ResourceMismatch
+from server.payments.inputs import FetchPaidInput
+from server.payments.ledger import PurchaseFacts
+from server.policy.model import Policy
+from server.sellers.client import SellerResponse
+from server.settings import Settings
+from server.x402.challenge import Challenge, ChallengeError, decode_payment_required, decode_v1_body, host_of
+from server.x402.headers import PAYMENT_REQUIRED
+from server.x402.instructions import any_instructions, visible_text
+from server.x402.selection import NoPayableEntry as NoOffer
+from server.x402.selection import Selection, select_offer
+
+# How much of a 402's own body is read for instruction-like text.
+MAX_CHALLENGE_TEXT_BYTES = 32 * 1024
+
+
+@dataclass(frozen=True)
+class Offered:
+    """What a seller's 402 offers, read and checked the same way by fetch_paid and quote_payment."""
+
+    challenge: Challenge
+    selection: Selection
+    resource_host: str | None
+    instruction_like: bool
+
+
+def read_challenge(response: SellerResponse) -> Challenge:
+    """x402 v2 from the PAYMENT-REQUIRED header; without one, x402 v1 from the JSON body."""
+    header = response.headers.get(PAYMENT_REQUIRED)
+    try:
+        if header:
+            return decode_payment_required(header)
+        return decode_v1_body(response.body)
+    except ChallengeError as exc:
+        raise InvalidPaymentRequired() from exc
+
+
+def check_resource(host: str, challenge: Challenge, selection: Selection) -> str | None:
+    """The host the challenge asks to be paid for; another host than the URL's is refused."""
+    named = selection.offer.resource_url or challenge.resource_url
+    if named is None:
+        return None
+    resource_host = host_of(named)
+    if resource_host != host:
+        raise ResourceMismatch()
+    return resource_host
+
+
+def choose_offer(challenge: Challenge, policy: Policy, settings: Settings) -> Selection:
+    try:
+        return select_offer(challenge, usdc_by_network=settings.assets, preferred_networks=policy.networks)
+    except NoOffer as exc:
+        raise NoPayableEntry(reason=exc.reason) from exc
+
+
+def check_max(amount_atomic: int, max_amount_usd: Decimal | None) -> None:
+    if max_amount_usd is not None and atomic_to_usd(amount_atomic) > max_amount_usd:
+        raise AmountExceedsMax(
+            maxAmountUsd=format_usd(max_amount_usd), amountUsd=format_usd(amount_atomic, atomic=True)
+        )
+
+
+def instruction_like(challenge: Challenge, response: SellerResponse) -> bool:
+    """Whether the 402's own words (its description, error and body) read like orders to an agent."""
+    text = response.body[:MAX_CHALLENGE_TEXT_BYTES].decode("utf-8", errors="ignore")
+    # The body as a reader would see it: an HTML paywall's scripts are not text.
+    return any_instructions([*challenge.seller_texts(), visible_text(text, response.content_type)])
+
+
+def read_offer(first: SellerResponse, request: FetchPaidInput, policy: Policy, settings: Settings) -> Offered:
+    challenge = read_challenge(first)
+    selection = choose_offer(challenge, policy, settings)
+    check_max(selection.amount_atomic, request.max_amount_usd)
+    resource_host = check_resource(request.host, challenge, selection)
+    return Offered(challenge, selection, resource_host, instruction_like(challenge, first))
+
+
+def purchase_facts(
+    request: FetchPaidInput,
+    first: SellerResponse,
+    offered: Offered,
+    *,
+    key: str,
+    fingerprint: str,
+    payer: str,
+    wallet_mode: WalletMode | None,
+) -> PurchaseFacts:
+    return PurchaseFacts(
+        idempotency_key=key,
+        fingerprint=fingerprint,
+        method=request.method,
+        host=request.host,
+        path=request.path,
+        resource=first.url.split("?", 1)[0],
+        origin=request.origin,
+        x402_version=offered.challenge.x402_version,
+        resource_host=offered.resource_host,
+        selection=offered.selection,
+        payer=payer,
+        wallet_mode=wallet_mode,
+        instruction_like_description=offered.instruction_like,
+    )

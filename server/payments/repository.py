@@ -1,0 +1,241 @@
+"""Every query of the payments domain: intents and their counted spend, out-of-policy findings, and
+how far the chain watch has read.
+
+Counting rule, in one place (`counted`): a payment counts from its authorisation; a failed or
+expired one keeps counting until its authorisation's `validBefore` has passed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, false, func, or_
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import col, select
+
+from server.kit.repository import Reader, Repository, TenantRepository
+from server.models import Agent, ChainScanCursor, OutOfPolicyFinding, PaymentIntent, Wallet
+from server.models.enums import IntentStatus, RuleScope
+
+COUNTED = (
+    IntentStatus.AUTHORIZED,
+    IntentStatus.SUBMITTED,
+    IntentStatus.SETTLEMENT_PENDING,
+    IntentStatus.SETTLED,
+)
+COUNTED_UNTIL_VALID_BEFORE = (IntentStatus.FAILED, IntentStatus.EXPIRED)
+# The signed authorisation left this process: the organisation may have paid this payee.
+SENT = (IntentStatus.SUBMITTED, IntentStatus.SETTLEMENT_PENDING, IntentStatus.SETTLED)
+IN_FLIGHT = (IntentStatus.SUBMITTED, IntentStatus.SETTLEMENT_PENDING)
+
+
+def counted(now_unix: int) -> Any:
+    return or_(
+        col(PaymentIntent.status).in_(COUNTED),
+        and_(
+            col(PaymentIntent.status).in_(COUNTED_UNTIL_VALID_BEFORE),
+            col(PaymentIntent.valid_before) > now_unix,
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class SpendFilter:
+    """Which intents a sum of spend covers: one organisation, narrowed to a scope (an agent, every
+    agent of a team or of a member, or the whole organisation) and to a host and path."""
+
+    org_id: str
+    scope: RuleScope
+    scope_id: str | None  # the agent, team or member; None (for a team or member) matches nothing
+    host_pattern: str | None = None  # exact host, or *.domain for subdomains only
+    path_prefix: str | None = None
+
+
+class IntentRepository(TenantRepository[PaymentIntent]):
+    model = PaymentIntent
+    agent_column = "agent_id"
+
+    def find_by_key(self, reader: Reader, *, agent_id: str, key: str) -> PaymentIntent | None:
+        return self.first(
+            self.readable(reader).where(
+                PaymentIntent.agent_id == agent_id, PaymentIntent.idempotency_key == key
+            )
+        )
+
+    def newest(
+        self, reader: Reader, *, agent_id: str, limit: int, status: IntentStatus | None
+    ) -> Sequence[PaymentIntent]:
+        statement = self.readable(reader).where(PaymentIntent.agent_id == agent_id)
+        if status is not None:
+            statement = statement.where(PaymentIntent.status == status)
+        order = (col(PaymentIntent.created_at).desc(), col(PaymentIntent.id).desc())
+        return self.all(statement.order_by(*order).limit(limit))
+
+    def counted_spend(self, spend: SpendFilter, *, since: datetime, now: datetime) -> tuple[int, int]:
+        """(atomic amount, number of payments) counted since `since` for the intents `spend` selects."""
+        clauses: list[Any] = [col(PaymentIntent.org_id) == spend.org_id]
+        agents_of = {RuleScope.TEAM: Agent.team_id, RuleScope.MEMBER: Agent.member_id}
+        if spend.scope != RuleScope.ORG and spend.scope_id is None:
+            clauses.append(false())  # a team or member rule, seen from an agent outside any
+        elif spend.scope == RuleScope.AGENT:
+            clauses.append(col(PaymentIntent.agent_id) == spend.scope_id)
+        elif spend.scope in agents_of:
+            members = select(Agent.id).where(agents_of[spend.scope] == spend.scope_id)
+            clauses.append(col(PaymentIntent.agent_id).in_(members))
+        host = col(PaymentIntent.host)
+        if spend.host_pattern is not None:
+            if spend.host_pattern.startswith("*."):
+                suffix = spend.host_pattern[1:]  # ".example.com": subdomains only, never the apex
+                clauses.append(func.length(host) > len(suffix))
+                clauses.append(func.substr(host, func.length(host) - len(suffix) + 1) == suffix)
+            else:
+                clauses.append(host == spend.host_pattern)
+        if spend.path_prefix is not None:
+            # substr, not LIKE: LIKE ignores case on SQLite and treats % and _ as wildcards.
+            prefix = spend.path_prefix
+            clauses.append(func.substr(col(PaymentIntent.path), 1, len(prefix)) == prefix)
+        row = self.session.exec(
+            select(func.coalesce(func.sum(PaymentIntent.amount_atomic), 0), func.count())
+            .where(*clauses)
+            .where(col(PaymentIntent.authorized_at) >= since)
+            .where(counted(int(now.timestamp())))
+        ).one()
+        return int(row[0]), int(row[1])
+
+    def pay_to_known(self, *, org_id: str, pay_to: str) -> bool:
+        """Whether the organisation ever sent a payment to this payee (any agent)."""
+        found = self.session.exec(
+            select(PaymentIntent.id)
+            .where(PaymentIntent.org_id == org_id)
+            .where(func.lower(PaymentIntent.pay_to) == pay_to.lower())
+            .where(col(PaymentIntent.status).in_(SENT))
+            .limit(1)
+        ).first()
+        return found is not None
+
+    def by_payer_nonce(self, *, payer: str, nonce: str) -> PaymentIntent | None:
+        return self.first(
+            self.statement().where(
+                func.lower(PaymentIntent.payer) == payer.lower(), PaymentIntent.nonce == nonce.lower()
+            )
+        )
+
+    # -- what the background jobs look at (system reads, across organisations) ----------
+
+    def authorized_lapsed(self, *, now_unix: int, limit: int) -> Sequence[str]:
+        """Authorised intents past validBefore: never sent, so never able to move money."""
+        return self.session.exec(
+            select(PaymentIntent.id)
+            .where(PaymentIntent.status == IntentStatus.AUTHORIZED)
+            .where(col(PaymentIntent.valid_before) < now_unix)
+            .limit(limit)
+        ).all()
+
+    def in_flight_lapsed(self, *, cutoff_unix: int, limit: int) -> Sequence[PaymentIntent]:
+        return self.all(
+            self.statement()
+            .where(col(PaymentIntent.status).in_(IN_FLIGHT))
+            .where(col(PaymentIntent.valid_before) < cutoff_unix)
+            .order_by(col(PaymentIntent.valid_before))
+            .limit(limit)
+        )
+
+    def settlement_due(
+        self,
+        *,
+        networks: Collection[str],
+        oldest_unix: int,
+        never_sent: Collection[str],
+        mismatch_prefix: str,
+        limit: int,
+    ) -> Sequence[PaymentIntent]:
+        """Intents whose money may still be moving: in flight, or failed or expired after being sent."""
+        sent_and_unfinished = or_(
+            col(PaymentIntent.status).in_(IN_FLIGHT),
+            and_(
+                col(PaymentIntent.status).in_(COUNTED_UNTIL_VALID_BEFORE),
+                or_(
+                    col(PaymentIntent.failure_code).is_(None),
+                    col(PaymentIntent.failure_code).not_in(never_sent),
+                ),
+            ),
+        )
+        return self.all(
+            self.statement()
+            .where(col(PaymentIntent.network).in_(networks))
+            .where(sent_and_unfinished)
+            .where(col(PaymentIntent.valid_before) > oldest_unix)
+            .where(
+                or_(
+                    col(PaymentIntent.failure_code).is_(None),
+                    ~col(PaymentIntent.failure_code).startswith(mismatch_prefix),
+                )
+            )
+            .order_by(col(PaymentIntent.valid_before).desc())
+            .limit(limit)
+        )
+
+
+class FindingRepository(TenantRepository[OutOfPolicyFinding]):
+    model = OutOfPolicyFinding
+    agent_column = "agent_id"
+
+    def insert_once(self, finding: OutOfPolicyFinding) -> bool:
+        """Add the finding unless one for the same agent and token log exists (any process)."""
+        exists = self.session.exec(
+            select(OutOfPolicyFinding.id).where(
+                OutOfPolicyFinding.agent_id == finding.agent_id,
+                OutOfPolicyFinding.network == finding.network,
+                OutOfPolicyFinding.tx_hash == finding.tx_hash,
+                OutOfPolicyFinding.log_index == finding.log_index,
+            )
+        ).first()
+        if exists is not None:
+            return False
+        try:
+            with self.session.begin_nested():
+                self.session.add(finding)
+        except IntegrityError:
+            return False  # another process recorded it in the meantime
+        return True
+
+    def recent(
+        self, reader: Reader, *, agent_id: str, since: datetime, limit: int
+    ) -> Sequence[OutOfPolicyFinding]:
+        return self.all(
+            self.readable(reader)
+            .where(OutOfPolicyFinding.agent_id == agent_id, col(OutOfPolicyFinding.detected_at) >= since)
+            .order_by(col(OutOfPolicyFinding.detected_at).desc())
+            .limit(limit)
+        )
+
+
+@dataclass(frozen=True)
+class WalletOwner:
+    address: str  # lower-case
+    org_id: str
+    agent_id: str
+    since: datetime  # when this agent's wallet with this address was created
+
+
+class WatchRepository(Repository[ChainScanCursor]):
+    """What the out-of-policy watch reads: active wallets and its own cursors."""
+
+    model = ChainScanCursor
+
+    def active_wallet_owners(self) -> list[WalletOwner]:
+        rows = self.session.exec(
+            select(Wallet, Agent)
+            .join(Agent, col(Agent.id) == col(Wallet.agent_id))
+            .where(col(Wallet.retired_at).is_(None))
+        ).all()
+        return [
+            WalletOwner(wallet.address.lower(), agent.org_id, agent.id, wallet.created_at)
+            for wallet, agent in rows
+        ]
+
+    def cursor(self, *, network: str, asset: str, address: str) -> ChainScanCursor | None:
+        return self.session.get(ChainScanCursor, (network, asset.lower(), address))
