@@ -1,0 +1,43 @@
+"""The import contracts in pyproject.toml hold, and they do catch an import that goes upward."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+
+
+def _lint(root: Path) -> subprocess.CompletedProcess[str]:
+    environment = {**os.environ, "PYTHONPATH": str(root)}
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--config", str(root / "pyproject.toml"), "--no-cache"],
+        cwd=root,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_the_code_keeps_every_import_contract() -> None:
+    result = _lint(ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_an_upward_import_breaks_the_build(tmp_path: Path) -> None:
+    for package in ("server", "auth"):
+        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    money = tmp_path / "server" / "kit" / "money.py"
+    money.write_text(money.read_text() + "\nimport server.payments.ledger  # an upward import\n")
+
+    result = _lint(tmp_path)
+
+    assert result.returncode != 0
+    assert "server.kit is not allowed to import server.payments" in result.stdout
