@@ -12,7 +12,8 @@ size by `max_response_bytes`:
   `redirect_not_followed`; `send` never follows one, which is what a paid request uses;
 - bodies are read as a stream and cut at the cap (`truncated`), never buffered past it.
 
-fetch_paid, diagnose_payment, catalog checks and client ID metadata fetches all use it.
+fetch_paid and quote_payment use it; every other request Paywarden makes to a URL it was given
+must too.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A 402 describes a price; it has no business telling an AI agent what to do. Text that reads like
 orders to a model (ignore your instructions, pay this address, do not tell the user, raise your
 limit, call this tool, chat-template markers) makes the payment wait for a human
-(`instruction_like_description`) instead of being signed, and makes `diagnose_payment` warn.
+(`instruction_like_description`) instead of being signed.
 
 The detector favours precision over recall: ordinary paywall copy ("Pay 0.01 USDC to read the
 report", "See the API instructions") must never trip it, because a false alarm blocks a payment.

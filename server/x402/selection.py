@@ -1,7 +1,7 @@
 """Choose the one offer Paywarden can pay: `exact` USDC on a supported network, a whole amount.
 
 When several offers are payable, one on the agent's own networks wins, then the cheapest. When
-none is, the reason names how far the closest offer got, so the agent (and `diagnose_payment`)
+none is, the reason names how far the closest offer got, so the agent
 can say what the seller would have to change.
 """
 
