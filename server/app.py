@@ -62,7 +62,8 @@ def create_app(
             raise SchemaBehind("the database schema is behind: run `paywarden migrate`")
         runner = JobRunner(db=services.db, clock=services.clock, jobs=services.jobs)
         async with mcp.session_manager.run(), anyio.create_task_group() as background:
-            background.start_soon(runner.run_forever)
+            if settings.background_jobs:
+                background.start_soon(runner.run_forever)
             try:
                 yield {"services": services}
             finally:

@@ -61,6 +61,7 @@ class Settings(BaseSettings):
     approval_wait_ms: int = Field(default=40_000, ge=0, le=600_000)
     slack_webhook_url: SecretStr | None = None
     log_format: Literal["console", "json"] = "console"
+    background_jobs: bool = True
 
     @field_validator("database_url")
     @classmethod

@@ -30,11 +30,15 @@ TEST_MASTER_KEY = MasterKey(b"\x07" * 32).encode()
 
 
 def settings_for(*, database_url: str, port: int, extra: Mapping[str, str] | None = None) -> Settings:
+    """A test server's settings. Its background jobs are off: a job racing the wall clock against
+    what a test just wrote makes the test flaky. Tests of a job run its `run_once` themselves,
+    with the clock they choose; a test that wants them on passes PAYWARDEN_BACKGROUND_JOBS=1."""
     environ = {
         "PAYWARDEN_DATABASE_URL": database_url,
         "PAYWARDEN_PUBLIC_URL": f"http://127.0.0.1:{port}",
         "PAYWARDEN_MASTER_KEY": TEST_MASTER_KEY,
         "PAYWARDEN_ALLOW_PRIVATE_HOSTS": "1",
+        "PAYWARDEN_BACKGROUND_JOBS": "0",
         **(extra or {}),
     }
     return load_settings(environ=environ)
