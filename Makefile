@@ -3,8 +3,10 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 NODE_DIR := tests/support/node
+NODE_STAMP := $(NODE_DIR)/node_modules/.installed
+CHROMIUM := /usr/bin/chromium
 
-.PHONY: run test lint bench test-deps clean
+.PHONY: run test lint bench test-deps node-deps chromium clean
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Paywarden needs Python 3.11 or newer")'
@@ -22,7 +24,7 @@ run: $(VENV)/.installed
 	$(VENV)/bin/paywarden demo
 	$(VENV)/bin/paywarden serve --host 127.0.0.1 --port 8402
 
-test: $(VENV)/.installed-dev
+test: $(VENV)/.installed-dev node-deps
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed-dev
@@ -34,9 +36,27 @@ lint: $(VENV)/.installed-dev
 bench: $(VENV)/.installed-dev
 	$(PY) -m pytest tests/bench -p no:cacheprovider -q -s
 
-# What the chain tests need beyond Python: anvil, from npm.
-test-deps:
+# What the tests need beyond Python. From npm (no root needed, so `make test` does it too): anvil,
+# Node.js 22 and the MCP conformance suite, exactly as package-lock.json pins them. From Debian:
+# chromium for the browser tests, which needs root and so only `make test-deps` installs it.
+test-deps: node-deps chromium
+
+ifneq ($(shell command -v npm 2>/dev/null),)
+node-deps: $(NODE_STAMP)
+else
+node-deps:
+	@echo "npm not found: anvil, Node.js 22 and the conformance suite are not installed; their tests skip"
+endif
+
+$(NODE_STAMP): $(NODE_DIR)/package.json $(NODE_DIR)/package-lock.json
 	npm ci --prefix $(NODE_DIR) --no-audit --no-fund
+	@touch $@
+
+chromium:
+	@if [ -x $(CHROMIUM) ]; then echo "chromium: $(CHROMIUM) is installed"; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	else echo "chromium not found and not root: run 'apt-get install chromium' as root (browser tests skip)"; fi
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

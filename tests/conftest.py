@@ -1,4 +1,4 @@
-"""Shared fixtures: the chain harness, and the two databases every integration test runs on."""
+"""Shared fixtures: the chain and browser harnesses, and the two databases integration tests run on."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from hypothesis.configuration import set_hypothesis_home_dir
 
 from server.kit.db import Database
 from tests.support.databases import migrated_database
+from tests.support.fixtures_browser import *  # noqa: F403 - fixtures: chromium, browser_context, page, authenticator, screenshots
 from tests.support.fixtures_chain import *  # noqa: F403 - fixtures: anvil, test_usdc, seller, funded_wallet
 
 DATABASES = ["sqlite", "postgres"]

@@ -29,13 +29,18 @@ from tests.support.chain import free_port
 TEST_MASTER_KEY = MasterKey(b"\x07" * 32).encode()
 
 
-def settings_for(*, database_url: str, port: int, extra: Mapping[str, str] | None = None) -> Settings:
-    """A test server's settings. Its background jobs are off: a job racing the wall clock against
-    what a test just wrote makes the test flaky. Tests of a job run its `run_once` themselves,
-    with the clock they choose; a test that wants them on passes PAYWARDEN_BACKGROUND_JOBS=1."""
+def settings_for(
+    *, database_url: str, port: int, extra: Mapping[str, str] | None = None, public_host: str = "127.0.0.1"
+) -> Settings:
+    """Settings for a test server on `port`. Page tests pass `public_host="localhost"`: browsers
+    allow passkeys on http://localhost, never on http://127.0.0.1, and the RP id follows the host.
+
+    Its background jobs are off: a job racing the wall clock against what a test just wrote makes
+    the test flaky. Tests of a job run its `run_once` themselves, with the clock they choose; a
+    test that wants them on passes PAYWARDEN_BACKGROUND_JOBS=1."""
     environ = {
         "PAYWARDEN_DATABASE_URL": database_url,
-        "PAYWARDEN_PUBLIC_URL": f"http://127.0.0.1:{port}",
+        "PAYWARDEN_PUBLIC_URL": f"http://{public_host}:{port}",
         "PAYWARDEN_MASTER_KEY": TEST_MASTER_KEY,
         "PAYWARDEN_ALLOW_PRIVATE_HOSTS": "1",
         "PAYWARDEN_BACKGROUND_JOBS": "0",
@@ -69,6 +74,11 @@ class RunningServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def public_url(self) -> str:
+        """What a browser loads: the configured public URL (http://localhost:PORT for page tests)."""
+        return self.settings.public_url
+
     def start(self) -> RunningServer:
         self._thread.start()
         deadline = time.monotonic() + 15
@@ -90,12 +100,15 @@ class RunningServer:
 
 
 def serve(
-    database_url: str, *, extra: Mapping[str, str] | None = None, clock: Clock | None = None
+    database_url: str,
+    *,
+    extra: Mapping[str, str] | None = None,
+    clock: Clock | None = None,
+    public_host: str = "127.0.0.1",
 ) -> RunningServer:
     port = free_port()
-    return RunningServer(
-        settings_for(database_url=database_url, port=port, extra=extra), port=port, clock=clock
-    )
+    settings = settings_for(database_url=database_url, port=port, extra=extra, public_host=public_host)
+    return RunningServer(settings, port=port, clock=clock)
 
 
 @asynccontextmanager

@@ -1,16 +1,22 @@
-"""Pytest plugin: how tests that need an outside tool skip, or fail under CI.
+"""Pytest plugin: how tests that need an outside tool skip, or fail under CI; where output goes.
 
 A test that needs PostgreSQL, anvil or Chromium calls `require(...)` with a reason that says how to
 get the tool. Locally that skips; with `PAYWARDEN_REQUIRE_ALL_TESTS=1` (set by `.ci/run`) the same
 call fails the test, so CI can never pass by skipping.
+
+Files a person should look at after a run (screenshots of pages) go to the test output folder,
+`.pytest_cache/test-output` or `$PAYWARDEN_TEST_OUTPUT`; the report's header and summary name it.
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import NoReturn
 
 import pytest
+
+_ROOT = Path(__file__).resolve().parents[2]
 
 
 def all_tests_required() -> bool:
@@ -24,9 +30,23 @@ def require(reason: str) -> NoReturn:
     pytest.skip(reason)
 
 
-def pytest_report_header(config: pytest.Config) -> str:
+def output_dir() -> Path:
+    """Where tests keep files for people to look at; outside git (.gitignore has .pytest_cache)."""
+    override = os.environ.get("PAYWARDEN_TEST_OUTPUT")
+    return Path(override) if override else _ROOT / ".pytest_cache" / "test-output"
+
+
+_kept: list[Path] = []
+
+
+def record_test_output(path: Path) -> None:
+    """Note a file kept for people, so the end of the report lists it."""
+    _kept.append(path)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
     mode = "every test must run" if all_tests_required() else "missing tools skip"
-    return f"paywarden: {mode}"
+    return [f"paywarden: {mode}", f"paywarden: test output (screenshots) in {output_dir()}"]
 
 
 _skipped: list[str] = []
@@ -44,6 +64,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _kept:
+        terminalreporter.write_sep("-", f"{len(_kept)} file(s) kept in {output_dir()}")
+        for path in _kept:
+            terminalreporter.write_line(str(path))
     if all_tests_required() and _skipped:
         terminalreporter.write_line(
             f"PAYWARDEN_REQUIRE_ALL_TESTS=1: {len(_skipped)} test(s) skipped, failing the run", red=True
