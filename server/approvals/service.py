@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
+from auth.principal import Principal
 from server.audit.service import record as audit
 from server.kit.clock import isoformat
 from server.kit.db import lock_org
@@ -213,7 +214,7 @@ def decide(
         raise ApprovalNotFound()
     lock_org(session, approval.org_id)
     session.refresh(approval)
-    member = find_member(session, member_ref, org_id=approval.org_id)
+    member = find_member(session, Principal.operator(operator), member_ref, org_id=approval.org_id)
     if member.disabled_at is not None or member.role not in APPROVER_ROLES:
         raise Forbidden()
     status = effective_status(approval, now)

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
+from auth.principal import Principal
 from server.kit.clock import Clock, SystemClock
 from server.kit.db import Database
 from server.kit.migrations import schema_is_current
@@ -29,6 +30,12 @@ class CliContext:
         except (KeyError, OSError):
             user = "unknown"
         return f"cli:{user}"
+
+    @property
+    def principal(self) -> Principal:
+        """The operator: the command line holds the database's credentials, so it reads every
+        organisation; audit events name the account that ran the command."""
+        return Principal.operator(self.actor)
 
     def require_current_schema(self) -> None:
         from server.cli.output import fail

@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlmodel import Session
 
+from auth.principal import Principal, PrincipalKind
 from server.catalog.service import listed_hosts
 from server.chain.watch import recent_warnings
 from server.kit.clock import isoformat, next_utc_midnight
@@ -24,7 +25,7 @@ from server.policy.rule_service import rules_for_agent
 from server.policy.rules import Rule
 from server.policy.service import current_policy
 from server.policy.windows import window_end
-from server.tenancy.service import find_agent
+from server.tenancy.service import get_agent
 
 WARNING_LEVEL = Decimal("0.8")
 
@@ -133,7 +134,7 @@ def _limits(
 
 
 def budget(session: Session, *, org_id: str, agent_id: str, now: datetime) -> dict[str, Any]:
-    agent = find_agent(session, agent_id, org_id=org_id)
+    agent = get_agent(session, Principal(PrincipalKind.AGENT, org_id, agent_id), agent_id)
     policy = current_policy(session, agent.id)
     rules = rules_for_agent(session, agent, now=now)
     usage = usage_for(session, agent=agent, policy=policy, rules=rules, now=now)

@@ -64,7 +64,7 @@ from server.sellers.client import REDIRECT_STATUSES, SellerClient, SellerRequest
 from server.sellers.errors import ResponseLost, SellerTimeout
 from server.settings import SUPPORTED_NETWORKS, Settings
 from server.signers.base import SignerError
-from server.tenancy.service import find_agent
+from server.tenancy.service import get_agent
 from server.wallets.service import active_wallet, signer_for
 from server.x402.authorization import build_authorization, payment_header, typed_data
 from server.x402.challenge import Challenge, ChallengeError, decode_payment_required, decode_v1_body, host_of
@@ -198,7 +198,7 @@ def purchase_facts(
 def load_context(db: Database, principal: Principal, host: str) -> AgentContext:
     assert principal.agent_id is not None
     with db.read() as session:
-        agent = find_agent(session, principal.agent_id, org_id=principal.org_id)
+        agent = get_agent(session, principal, principal.agent_id)
         return AgentContext(
             agent,
             current_policy(session, agent.id),

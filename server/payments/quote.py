@@ -23,7 +23,7 @@ from server.payments.results import usd
 from server.policy.engine import Decision, host_allowed
 from server.sellers.client import SellerClient, SellerRequest
 from server.settings import Settings
-from server.tenancy.service import find_agent
+from server.tenancy.service import get_agent
 
 NO_WALLET = "0x0000000000000000000000000000000000000000"
 
@@ -87,5 +87,5 @@ class QuoteService:
     def _decide(self, principal: Principal, facts: ledger.PurchaseFacts) -> Decision:
         assert principal.agent_id is not None
         with self._db.read() as session:
-            agent = find_agent(session, principal.agent_id, org_id=principal.org_id)
+            agent = get_agent(session, principal, principal.agent_id)
             return ledger.decide(session, agent=agent, facts=facts, now=self._clock.now())

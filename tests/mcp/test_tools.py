@@ -10,20 +10,24 @@ from decimal import Decimal
 
 import pytest
 
+from auth.principal import Principal
 from auth.scopes import Scope
 from server.approvals.service import decide
 from server.kit.db import Database
+from server.models.enums import RuleScope
 from server.payments.ledger import update_intent
 from server.policy.rule_service import add_rule, remove_rule, rules_of_org
 from server.policy.service import PolicyChanges
+from server.tenancy.service import rule_target
 from tests.support.ledger import facts, reserve_now
 from tests.support.paywarden import RunningServer, error_of, mcp_client, serve, structured
-from tests.support.tenants import change_policy, make_agent, make_member, make_team, pin_payee
+from tests.support.tenants import SETUP, change_policy, make_agent, make_member, make_team, pin_payee
 
 pytestmark = pytest.mark.anyio
 
 TOOLS = {"fetch_paid", "get_budget", "list_payments", "get_approval_status", "propose_rule", "quote_payment"}
 WRITING_TOOLS = {"fetch_paid", "propose_rule"}
+PERSON = Principal.operator("test:person")
 
 
 @pytest.fixture
@@ -68,8 +72,7 @@ async def test_get_budget_reports_every_limit_and_the_tightest(server: RunningSe
     with db.write() as session:
         team_rule = add_rule(
             session,
-            scope="team",
-            scope_ref=team,
+            target=rule_target(session, SETUP, RuleScope.TEAM, team),
             kind="limit",
             host=None,
             path_prefix=None,
@@ -80,8 +83,7 @@ async def test_get_budget_reports_every_limit_and_the_tightest(server: RunningSe
         ).id
         member_cap = add_rule(
             session,
-            scope="member",
-            scope_ref=member,
+            target=rule_target(session, SETUP, RuleScope.MEMBER, member),
             kind="limit",
             host=None,
             path_prefix=None,
@@ -92,8 +94,7 @@ async def test_get_budget_reports_every_limit_and_the_tightest(server: RunningSe
         ).id
         add_rule(
             session,
-            scope="org",
-            scope_ref=first.org_id,
+            target=rule_target(session, SETUP, RuleScope.ORG, first.org_id),
             kind="limit",
             host=None,
             path_prefix=None,
@@ -104,8 +105,7 @@ async def test_get_budget_reports_every_limit_and_the_tightest(server: RunningSe
         )
         add_rule(
             session,
-            scope="agent",
-            scope_ref=setup.agent_id,
+            target=rule_target(session, SETUP, RuleScope.AGENT, setup.agent_id),
             kind="limit",
             host="api.example.com",
             path_prefix="/v1/",
@@ -324,7 +324,7 @@ async def test_propose_rule_adds_restrict_only_rules_for_this_agent(
         with db.write() as session:
             for rule, _ in rules_of_org(session, setup.org_id, now=now()):
                 if rule.source == "chat":
-                    remove_rule(session, rule_id=rule.id, actor="test:person", now=now())
+                    remove_rule(session, PERSON, rule_id=rule.id, now=now())
         for n in range(10):
             structured(
                 await client.call_tool("propose_rule", {"kind": "deny", "pathPrefix": f"/second/{n}/"})
@@ -332,7 +332,7 @@ async def test_propose_rule_adds_restrict_only_rules_for_this_agent(
         with db.write() as session:
             for rule, _ in rules_of_org(session, setup.org_id, now=now()):
                 if rule.source == "chat":
-                    remove_rule(session, rule_id=rule.id, actor="test:person", now=now())
+                    remove_rule(session, PERSON, rule_id=rule.id, now=now())
         error = error_of(await client.call_tool("propose_rule", {"kind": "deny", "pathPrefix": "/third/"}))
         assert (error["code"], error["max"]) == ("rule_limit_reached", 20)
 

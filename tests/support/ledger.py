@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from auth.principal import Principal
 from server.kit.db import Database
 from server.models import Agent
 from server.payments.ledger import PurchaseFacts, Reservation, authorize_held, reserve
-from server.tenancy.service import find_agent
+from server.tenancy.service import get_agent
 from server.x402.challenge import Offer
 from server.x402.selection import Selection
 
@@ -15,6 +16,7 @@ USDC = "0x036CbD53842c5426634e7929541eC2318f3dCF7e"
 PAYEE = "0x1111111111111111111111111111111111111111"
 PAYER = "0x9999999999999999999999999999999999999999"
 CENT = 10_000
+SETUP = Principal.operator("test:setup")
 
 
 def facts(
@@ -59,12 +61,12 @@ def facts(
 
 def agent_of(db: Database, agent_id: str) -> Agent:
     with db.read() as session:
-        return find_agent(session, agent_id)
+        return get_agent(session, SETUP, agent_id)
 
 
 def reserve_now(db: Database, agent_id: str, purchase: PurchaseFacts, now: datetime) -> Reservation:
     with db.write() as session:
-        agent = find_agent(session, agent_id)
+        agent = get_agent(session, SETUP, agent_id)
         return reserve(session, agent=agent, facts=purchase, actor="test:agent", now=now)
 
 
@@ -72,7 +74,7 @@ def authorize_held_now(
     db: Database, agent_id: str, intent_id: str, purchase: PurchaseFacts, now: datetime
 ) -> Reservation:
     with db.write() as session:
-        agent = find_agent(session, agent_id)
+        agent = get_agent(session, SETUP, agent_id)
         return authorize_held(
             session, agent=agent, intent_id=intent_id, facts=purchase, actor="test:agent", now=now
         )

@@ -11,12 +11,10 @@ import typer
 
 from server.approvals.service import STATUSES, admin_document, decide, list_for_org
 from server.cli.context import cli_context
-from server.cli.output import emit, fail, reported_errors
+from server.cli.output import JSON, emit, fail, reported_errors
 from server.tenancy.service import find_org
 
 app = typer.Typer(help="Payments waiting for a human.", no_args_is_help=True)
-
-JSON = typer.Option(False, "--json", help="Print one JSON object.")
 
 
 @app.command("list")
@@ -32,7 +30,7 @@ def approvals_list(
             fail(f"--status must be one of {', '.join(STATUSES)}")
         now = ctx.clock.now()
         with ctx.db.read() as session:
-            organisation = find_org(session, org)
+            organisation = find_org(session, ctx.principal, org)
             rows = list_for_org(session, org_id=organisation.id, status=status)
             approvals = [admin_document(row, now) for row in rows]
         emit({"orgId": organisation.id, "approvals": approvals}, as_json=as_json)
