@@ -144,6 +144,9 @@ def changes_from_settings(current: Policy, settings: PolicySettings) -> PolicyCh
         allow_hosts = ()
     elif settings.allow_hosts:
         allow_hosts = host_patterns("allow-host", list(settings.allow_hosts))
+    deny_hosts = host_patterns("deny-host", list(settings.deny_hosts)) if settings.deny_hosts else None
+    max_usd_per_tx = _optional_usd("max-per-tx", settings.max_usd_per_tx)
+    daily_cap_usd = _optional_usd("daily-cap", settings.daily_cap_usd)
     step_up: Decimal | Literal[_Keep.KEEP] | None = KEEP
     if settings.step_up_threshold_usd:
         step_up = (
@@ -153,9 +156,9 @@ def changes_from_settings(current: Policy, settings: PolicySettings) -> PolicyCh
         )
     return PolicyChanges(
         allow_hosts=allow_hosts,
-        deny_hosts=host_patterns("deny-host", list(settings.deny_hosts)) if settings.deny_hosts else None,
-        max_usd_per_tx=_optional_usd("max-per-tx", settings.max_usd_per_tx),
-        daily_cap_usd=_optional_usd("daily-cap", settings.daily_cap_usd),
+        deny_hosts=deny_hosts,
+        max_usd_per_tx=max_usd_per_tx,
+        daily_cap_usd=daily_cap_usd,
         step_up_threshold_usd=step_up,
         networks=tuple(settings.networks) if settings.networks else None,
         pay_to_deny=tuple(settings.pay_to_deny) if settings.pay_to_deny else None,
