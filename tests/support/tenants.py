@@ -16,7 +16,7 @@ from server.kit.crypto import MasterKey
 from server.kit.db import Database
 from server.models.enums import Role
 from server.policy.model import host_patterns
-from server.policy.service import PolicyChanges, set_policy
+from server.policy.service import KEEP, PolicyChanges, set_policy
 from server.settings import Settings
 from server.tenancy.service import (
     create_agent,
@@ -82,7 +82,7 @@ def make_agent(
             allow_hosts=host_patterns("allow", allow_hosts),
             max_usd_per_tx=Decimal(max_per_tx),
             daily_cap_usd=Decimal(daily_cap),
-            **({"step_up_threshold_usd": Decimal(step_up)} if step_up else {}),
+            step_up_threshold_usd=Decimal(step_up) if step_up else KEEP,
         )
         set_policy(session, agent=agent, changes=changes, actor=ACTOR, now=now)
         if wallet_key is not None:
