@@ -11,13 +11,16 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlmodel import Session, select
+from sqlmodel import Session
 
+from auth.principal import Principal
+from auth.repository import TokenRepository
 from auth.scopes import Scope
 from server.audit.service import record as audit
 from server.kit.errors import InputReason, InvalidInput, PaywardenError
 from server.kit.ids import new_id
 from server.models import AccessToken
+from server.models.enums import TokenKind
 
 ACCESS_PREFIX = "pw_at_"
 REFRESH_PREFIX = "pw_rt_"
@@ -46,7 +49,7 @@ class IssuedToken:
     token_id: str
     token: str
     expires_at: datetime
-    scopes: tuple[str, ...]
+    scopes: tuple[Scope, ...]
 
 
 def issue_access_token(
@@ -72,7 +75,7 @@ def issue_access_token(
         org_id=org_id,
         agent_id=agent_id,
         client_id=client_id,
-        kind="access",
+        kind=TokenKind.ACCESS,
         token_hash=hash_secret(secret),
         scopes=" ".join(sorted(scopes)),
         audience=audience,
@@ -81,8 +84,7 @@ def issue_access_token(
         created_at=now,
         expires_at=now + timedelta(seconds=ttl_seconds),
     )
-    session.add(row)
-    session.flush()
+    TokenRepository(session).add(row)
     audit(
         session,
         org_id=org_id,
@@ -96,18 +98,20 @@ def issue_access_token(
     return IssuedToken(row.id, secret, row.expires_at, tuple(sorted(scopes)))
 
 
-def revoke_token(session: Session, *, token_id: str, actor: str, now: datetime) -> AccessToken:
-    row = session.get(AccessToken, token_id)
+def revoke_token(session: Session, principal: Principal, *, token_id: str, now: datetime) -> AccessToken:
+    """Revoke a token the principal may read, at once; revoking it again changes nothing."""
+    tokens = TokenRepository(session)
+    row = tokens.get_readable(principal, token_id)
     if row is None:
         raise TokenNotFound()
     if row.revoked_at is None:
         row.revoked_at = now
-        session.add(row)
+        tokens.add(row, flush=False)
         audit(
             session,
             org_id=row.org_id,
             type="token.revoked",
-            actor=actor,
+            actor=principal.actor,
             agent_id=row.agent_id,
             subject_id=row.id,
             data={},
@@ -117,4 +121,4 @@ def revoke_token(session: Session, *, token_id: str, actor: str, now: datetime) 
 
 
 def find_by_secret(session: Session, secret: str) -> AccessToken | None:
-    return session.exec(select(AccessToken).where(AccessToken.token_hash == hash_secret(secret))).first()
+    return TokenRepository(session).by_hash(hash_secret(secret))

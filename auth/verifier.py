@@ -5,11 +5,12 @@ from __future__ import annotations
 import re
 
 from auth.principal import Principal
+from auth.repository import TokenRepository
 from auth.scopes import Scope
 from auth.tokens import ACCESS_PREFIX, find_by_secret
 from server.kit.clock import Clock
 from server.kit.db import Database
-from server.models import Agent
+from server.models.enums import TokenKind
 
 _TOKEN_SHAPE = re.compile(r"^pw_at_[A-Za-z0-9_-]{40,60}$")
 _KNOWN_SCOPES = frozenset(str(scope) for scope in Scope)
@@ -33,7 +34,7 @@ class TokenVerifier:
             raise InvalidToken("The access token is malformed.")
         with self._db.read() as session:
             row = find_by_secret(session, secret)
-            if row is None or row.kind != "access":
+            if row is None or row.kind != TokenKind.ACCESS:
                 raise InvalidToken("The access token is not known.")
             if row.revoked_at is not None:
                 raise InvalidToken("The access token was revoked.")
@@ -41,10 +42,8 @@ class TokenVerifier:
                 raise InvalidToken("The access token expired.")
             if row.audience != audience:
                 raise InvalidToken("The access token was issued for another resource.")
-            if row.agent_id is not None:
-                agent = session.get(Agent, row.agent_id)
-                if agent is None or agent.disabled_at is not None:
-                    raise InvalidToken("The agent of this token is disabled.")
+            if row.agent_id is not None and not TokenRepository(session).agent_enabled(row.agent_id):
+                raise InvalidToken("The agent of this token is disabled.")
             scopes = frozenset(Scope(name) for name in row.scopes.split() if name in _KNOWN_SCOPES)
             if row.agent_id is None:
                 return Principal.for_admin_token(org_id=row.org_id, token_id=row.id, scopes=scopes)

@@ -14,8 +14,9 @@ import re
 from datetime import datetime
 from typing import Any
 
-from sqlmodel import Session, col, select
+from sqlmodel import Session
 
+from server.audit.repository import AuditRepository
 from server.kit.clock import isoformat
 from server.kit.db import lock_org
 from server.kit.ids import new_id
@@ -81,9 +82,8 @@ def record(
 ) -> AuditEvent:
     _check_clean(data)
     lock_org(session, org_id)
-    last = session.exec(
-        select(AuditEvent).where(AuditEvent.org_id == org_id).order_by(col(AuditEvent.seq).desc()).limit(1)
-    ).first()
+    events = AuditRepository(session)
+    last = events.last_of_org(org_id)
     event = AuditEvent(
         id=new_id("event"),
         org_id=org_id,
@@ -98,18 +98,14 @@ def record(
         hash="",
     )
     event.hash = event_hash(event)
-    session.add(event)
-    session.flush()
-    return event
+    return events.add(event)
 
 
 def first_broken_link(session: Session, org_id: str) -> AuditEvent | None:
     """The first event whose hash or link does not check out, or None if the chain is intact."""
     prev = GENESIS
     expected_seq = 1
-    for event in session.exec(
-        select(AuditEvent).where(AuditEvent.org_id == org_id).order_by(col(AuditEvent.seq))
-    ):
+    for event in AuditRepository(session).chain_of_org(org_id):
         if event.seq != expected_seq or event.prev_hash != prev or event_hash(event) != event.hash:
             return event
         prev = event.hash
@@ -118,11 +114,5 @@ def first_broken_link(session: Session, org_id: str) -> AuditEvent | None:
 
 
 def events_for(session: Session, org_id: str, *, limit: int = 100) -> list[AuditEvent]:
-    return list(
-        session.exec(
-            select(AuditEvent)
-            .where(AuditEvent.org_id == org_id)
-            .order_by(col(AuditEvent.seq).desc())
-            .limit(limit)
-        )
-    )
+    """The organisation's newest events, newest first."""
+    return list(AuditRepository(session).newest_of_org(org_id, limit=limit))

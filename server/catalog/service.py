@@ -2,7 +2,8 @@
 
 A host matches the catalog only exactly: no wildcard, no subdomain, no port. A seller's pinned
 payees are the addresses it may be paid at; a seller without pinned payees rotates its address.
-Searching the catalog and re-verifying sellers without paying come later.
+Searching the catalog and re-verifying sellers without paying come later. Entry points render
+entries themselves (the CLI in server/cli/schemas.py).
 """
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ from datetime import datetime
 from decimal import Decimal
 from urllib.parse import urlsplit
 
-from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, col, select
+from sqlmodel import Session
 
+from server.catalog.repository import CatalogRepository
 from server.kit.errors import InputReason, InvalidInput, PaywardenError
 from server.kit.ids import new_id
-from server.kit.money import format_usd, usd_to_atomic
+from server.kit.money import usd_to_atomic
 from server.models import CatalogEntry
+from server.models.enums import PayToMode
 from server.policy.engine import CatalogListing
 from server.policy.hosts import HostPatternError, normalize_host
 from server.settings import SUPPORTED_NETWORKS
@@ -71,23 +73,19 @@ def add_entry(
         price_atomic=usd_to_atomic(price_usd),
         network=network,
         category=category,
-        pay_to_mode="pinned" if pinned else "rotating",
+        pay_to_mode=PayToMode.PINNED if pinned else PayToMode.ROTATING,
         pinned_pay_to=pinned,
         created_by=actor,
         created_at=now,
     )
-    session.add(entry)
-    try:
-        session.flush()
-    except IntegrityError as exc:
-        raise HostAlreadyListed() from exc
+    if not CatalogRepository(session).add_unique(entry):
+        raise HostAlreadyListed()
     return entry
 
 
 def find_listed(session: Session, host: str) -> CatalogEntry | None:
-    return session.exec(
-        select(CatalogEntry).where(CatalogEntry.host == host, col(CatalogEntry.suspended_at).is_(None))
-    ).first()
+    """The entry for exactly `host`, unless it is suspended."""
+    return CatalogRepository(session).listed(host)
 
 
 def listing_for(session: Session, host: str) -> CatalogListing | None:
@@ -99,25 +97,4 @@ def listing_for(session: Session, host: str) -> CatalogListing | None:
 
 
 def listed_hosts(session: Session) -> list[str]:
-    return list(
-        session.exec(
-            select(CatalogEntry.host)
-            .where(col(CatalogEntry.suspended_at).is_(None))
-            .order_by(CatalogEntry.host)
-        )
-    )
-
-
-def entry_document(entry: CatalogEntry) -> dict[str, object]:
-    return {
-        "id": entry.id,
-        "name": entry.name,
-        "host": entry.host,
-        "url": entry.url,
-        "priceUsd": format_usd(entry.price_atomic, atomic=True),
-        "network": entry.network,
-        "category": entry.category,
-        "payToMode": entry.pay_to_mode,
-        "payTo": list(entry.pinned_pay_to),
-        "verifiedAt": entry.verified_at.isoformat() if entry.verified_at else None,
-    }
+    return CatalogRepository(session).listed_hosts()

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import typer
-from sqlmodel import select
 
 from server.audit.service import first_broken_link
+from server.cli import schemas
 from server.cli.context import cli_context
 from server.cli.output import emit, reported_errors
-from server.models import Organization
-from server.tenancy.service import find_org
+from server.tenancy.service import find_org, organisations
 
 app = typer.Typer(help="The audit log.", no_args_is_help=True)
 
@@ -23,12 +22,12 @@ def verify(
     with reported_errors():
         ctx = cli_context()
         with ctx.db.read() as session:
-            orgs = [find_org(session, org)] if org else list(session.exec(select(Organization)))
+            orgs = [find_org(session, ctx.principal, org)] if org else organisations(session, ctx.principal)
             broken = []
             for item in orgs:
                 event = first_broken_link(session, item.id)
                 if event is not None:
-                    broken.append({"orgId": item.id, "seq": event.seq, "eventId": event.id})
-        emit({"intact": not broken, "checked": len(orgs), "broken": broken}, as_json=as_json)
+                    broken.append(schemas.broken_link(item, event))
+        emit(schemas.audit_verification(checked=len(orgs), broken=broken), as_json=as_json)
         if broken:
             raise typer.Exit(1)

@@ -33,7 +33,8 @@ class CliContext:
 
     @property
     def principal(self) -> Principal:
-        """The command line acts as the operator: it may read every organisation."""
+        """The operator: the command line holds the database's credentials, so it reads every
+        organisation; audit events name the account that ran the command."""
         return Principal.operator(self.actor)
 
     def require_current_schema(self) -> None:

@@ -9,10 +9,10 @@ import typer
 
 from auth.scopes import AGENT_SCOPES
 from auth.tokens import issue_access_token
+from server.cli import schemas
 from server.cli.context import cli_context
 from server.cli.output import emit, reported_errors
-from server.kit.clock import isoformat
-from server.kit.errors import NotFound
+from server.models.enums import Role
 from server.policy.service import PolicyChanges, set_policy
 from server.settings import BASE_SEPOLIA
 from server.tenancy.service import (
@@ -38,12 +38,13 @@ def demo(as_json: bool = typer.Option(False, "--json", help="Print one JSON obje
         ctx = cli_context()
         ctx.require_current_schema()
         now = ctx.clock.now()
+        principal = ctx.principal
         with ctx.db.write() as session:
             try:
-                org = find_org(session, DEMO_ORG)
-            except (OrgNotFound, NotFound):
+                org = find_org(session, principal, DEMO_ORG)
+            except OrgNotFound:
                 org = create_org(session, name=DEMO_ORG, actor=ctx.actor, now=now)
-            agent = find_agent_by_name(session, org_id=org.id, name=DEMO_AGENT)
+            agent = find_agent_by_name(session, principal, org_id=org.id, name=DEMO_AGENT)
             if agent is None:
                 agent = create_agent(
                     session, org=org, name=DEMO_AGENT, network=BASE_SEPOLIA, actor=ctx.actor, now=now
@@ -56,10 +57,10 @@ def demo(as_json: bool = typer.Option(False, "--json", help="Print one JSON obje
                     now=now,
                 )
             try:
-                owner = find_member(session, DEMO_MEMBER, org_id=org.id)
+                owner = find_member(session, principal, DEMO_MEMBER, org_id=org.id)
             except MemberNotFound:
                 owner = create_member(
-                    session, org=org, email=DEMO_MEMBER, role="owner", actor=ctx.actor, now=now
+                    session, org=org, email=DEMO_MEMBER, role=Role.OWNER, actor=ctx.actor, now=now
                 ).member
             issued = issue_access_token(
                 session,
@@ -72,17 +73,14 @@ def demo(as_json: bool = typer.Option(False, "--json", help="Print one JSON obje
                 now=now,
                 label="demo",
             )
-        data = {
-            "orgId": org.id,
-            "agentId": agent.id,
-            "memberId": owner.id,
-            "mcpUrl": ctx.settings.mcp_url,
-            "tokenId": issued.token_id,
-            "token": issued.token,
-            "expiresAt": isoformat(issued.expires_at),
-            "scopes": list(issued.scopes),
-            "adminUrl": f"{ctx.settings.public_url}/admin",
-        }
+        data = schemas.demo(
+            org=org,
+            row=agent,
+            owner=owner,
+            issued=issued,
+            mcp_url=ctx.settings.mcp_url,
+            admin_url=f"{ctx.settings.public_url}/admin",
+        )
         emit(data, as_json=as_json, human=_instructions)
 
 

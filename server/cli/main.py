@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from server.cli import admin, audit, demo
+from server.cli import admin, audit, demo, schemas
 from server.cli.context import cli_context
 from server.cli.output import emit, reported_errors
 from server.kit import migrations
@@ -28,7 +28,10 @@ def migrate(as_json: bool = typer.Option(False, "--json", help="Print one JSON o
         before = migrations.current_revision(ctx.db)
         migrations.upgrade(ctx.db)
         after = migrations.current_revision(ctx.db)
-        emit({"from": before, "to": after, "database": _redact(ctx.settings.database_url)}, as_json=as_json)
+        emit(
+            schemas.migration(before=before, after=after, database=_redact(ctx.settings.database_url)),
+            as_json=as_json,
+        )
 
 
 @app.command()

@@ -14,6 +14,8 @@ from server.kit.errors import PaywardenError
 from server.policy.model import PolicyError
 from server.settings import ConfigError
 
+JSON = typer.Option(False, "--json", help="Print one JSON object.")
+
 
 def emit(
     data: dict[str, Any], *, as_json: bool, human: Callable[[dict[str, Any]], str] | None = None

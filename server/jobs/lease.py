@@ -8,36 +8,21 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from sqlalchemy import or_, update
-from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, col
+from sqlmodel import Session
 
+from server.jobs.repository import LeaseRepository
 from server.models import JobLease
 
 
 def try_acquire(session: Session, *, name: str, holder: str, now: datetime, ttl_seconds: float) -> bool:
     expires = now + timedelta(seconds=ttl_seconds)
-    result = session.execute(
-        update(JobLease)
-        .where(col(JobLease.name) == name)
-        .where(or_(col(JobLease.holder) == holder, col(JobLease.expires_at) <= now))
-        .values(holder=holder, expires_at=expires)
-    )
-    if result.rowcount == 1:  # type: ignore[attr-defined]
+    leases = LeaseRepository(session)
+    if leases.take_over(name=name, holder=holder, now=now, expires_at=expires):
         return True
-    if session.get(JobLease, name) is not None:
+    if leases.exists(name):
         return False
-    try:
-        with session.begin_nested():
-            session.add(JobLease(name=name, holder=holder, expires_at=expires))
-    except IntegrityError:
-        return False
-    return True
+    return leases.add_unique(JobLease(name=name, holder=holder, expires_at=expires))
 
 
 def release(session: Session, *, name: str, holder: str, now: datetime) -> None:
-    session.execute(
-        update(JobLease)
-        .where(col(JobLease.name) == name, col(JobLease.holder) == holder)
-        .values(expires_at=now)
-    )
+    LeaseRepository(session).lapse(name=name, holder=holder, now=now)

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from sqlalchemy import false
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.elements import ColumnElement
 from sqlmodel import Session, SQLModel, select
 from sqlmodel.sql.expression import SelectOfScalar
@@ -56,6 +57,18 @@ class Repository(Generic[M]):
         if flush:
             self.session.flush()
         return row
+
+    def add_unique(self, row: M) -> bool:
+        """Insert `row` in a savepoint; False, and nothing written, when a unique value is taken.
+
+        The savepoint keeps a refused insert from spoiling the rest of the caller's transaction.
+        """
+        try:
+            with self.session.begin_nested():
+                self.session.add(row)
+        except IntegrityError:
+            return False
+        return True
 
     def refresh(self, row: M) -> M:
         self.session.refresh(row)

@@ -15,6 +15,7 @@ from decimal import Decimal
 from typing import Any, Literal
 
 from server.kit.money import usd_to_atomic
+from server.models.enums import HoldReason, RuleKind, RuleScope
 from server.policy.hosts import host_matches_any
 from server.policy.model import Policy
 from server.policy.rules import Rule
@@ -42,7 +43,7 @@ REASON_ORDER = (
     "challenge_path_not_allowed",
     "challenge_amount_exceeded",
 )
-HOLD_ORDER = ("rule", "catalog_new_host", "new_pay_to", "instruction_like_description", "threshold")
+HOLD_ORDER: tuple[HoldReason, ...] = tuple(HoldReason)
 
 
 @dataclass(frozen=True)
@@ -94,10 +95,10 @@ class Decision:
     outcome: Outcome
     reasons: tuple[str, ...]
     policy_version: int
-    hold_reason: str | None = None
+    hold_reason: HoldReason | None = None
     threshold_usd: Decimal | None = None
     rules: tuple[str, ...] = ()  # the rules behind rule_denied, rule_limit_exceeded or a `rule` hold
-    rule_scopes: Mapping[str, str] = field(default_factory=dict)  # of those rules
+    rule_scopes: Mapping[str, RuleScope] = field(default_factory=dict)  # of those rules
     rule_versions: Mapping[str, int] = field(default_factory=dict)  # of every rule considered
 
     @property
@@ -150,7 +151,7 @@ def _rule_findings(
         not member_caps or (amount is not None and any(_exceeds(rule, usage, amount) for rule in member_caps))
     ):
         reasons.append("member_cap_exceeded")
-    denying = [rule for rule in selected if rule.kind == "deny"]
+    denying = [rule for rule in selected if rule.kind == RuleKind.DENY]
     if denying:
         reasons.append("rule_denied")
         named += denying
@@ -158,7 +159,7 @@ def _rule_findings(
         limiting = [
             rule
             for rule in selected
-            if rule.kind == "limit" and not rule.is_member_cap and _exceeds(rule, usage, amount)
+            if rule.kind == RuleKind.LIMIT and not rule.is_member_cap and _exceeds(rule, usage, amount)
         ]
         if limiting:
             reasons.append("rule_limit_exceeded")
@@ -225,24 +226,24 @@ def _atomic(usd: Decimal) -> int:
 
 def hold_reason(
     policy: Policy, rules: Sequence[Rule], payment: Payment, context: Context
-) -> tuple[str | None, tuple[Rule, ...]]:
+) -> tuple[HoldReason | None, tuple[Rule, ...]]:
     """The first hold that applies to a payment that passed every rule, and the rules behind it."""
     holding = tuple(
-        rule for rule in rules if rule.kind == "hold" and rule.matches(payment.host, payment.path)
+        rule for rule in rules if rule.kind == RuleKind.HOLD and rule.matches(payment.host, payment.path)
     )
     if holding:
-        return "rule", holding
+        return HoldReason.RULE, holding
     if via_catalog(policy, payment.host, listed=context.catalog is not None):
-        return "catalog_new_host", ()
+        return HoldReason.CATALOG_NEW_HOST, ()
     pinned = context.catalog is not None and context.catalog.pins(payment.pay_to)
     if not context.pay_to_known and not pinned:
-        return "new_pay_to", ()
+        return HoldReason.NEW_PAY_TO, ()
     if payment.instruction_like_description:
-        return "instruction_like_description", ()
+        return HoldReason.INSTRUCTION_LIKE_DESCRIPTION, ()
     threshold = policy.step_up_threshold_usd
     amount = payment.amount_atomic
     if threshold is not None and amount is not None and amount >= _atomic(threshold):
-        return "threshold", ()
+        return HoldReason.THRESHOLD, ()
     return None, ()
 
 
@@ -272,7 +273,7 @@ def evaluate(
             (),
             policy.version,
             hold_reason=reason,
-            threshold_usd=policy.step_up_threshold_usd if reason == "threshold" else None,
+            threshold_usd=policy.step_up_threshold_usd if reason == HoldReason.THRESHOLD else None,
             rules=tuple(rule.id for rule in holding),
             rule_scopes={rule.id: rule.scope for rule in holding},
             rule_versions=versions,

@@ -2,7 +2,9 @@
 (removal is a version with `active` false), and every change is an audit event.
 
 Admins add rules of any scope and kind from the CLI; agents add only restrict-only chat rules
-through propose_rule (see chat_rules); new agents get a default weekly rule.
+through propose_rule (see chat_rules); new agents get a default weekly rule. A rule is written for
+a `RuleTarget` the caller resolved within its principal's reach (tenancy.service.rule_target);
+changing or removing one looks it up by id within the principal's reach.
 """
 
 from __future__ import annotations
@@ -11,19 +13,28 @@ import secrets
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
-from sqlalchemy import and_, func, or_
-from sqlmodel import Session, col, select
-from sqlmodel.sql.expression import SelectOfScalar
+from sqlmodel import Session
 
+from auth.principal import Principal
 from server.audit.service import record as audit
 from server.kit.db import lock_org
 from server.kit.errors import PaywardenError
 from server.kit.ids import new_id
 from server.kit.money import format_usd, usd_to_atomic
-from server.models import Agent, Member, Organization, RuleVersion, Team
+from server.models import Agent, RuleVersion
+from server.models.enums import RuleKind, RuleScope, RuleSource, RuleWindow
 from server.policy.chat_rules import MAX_ACTIVE_CHAT_RULES, MAX_PROPOSALS_PER_HOUR, Proposal
-from server.policy.rules import WEEKLY_DEFAULT_FACTOR, Rule, RuleError, RuleScope, clean_terms
+from server.policy.repository import RuleVersionRepository
+from server.policy.rules import (
+    WEEKLY_DEFAULT_FACTOR,
+    Rule,
+    RuleError,
+    RuleReason,
+    RuleTarget,
+    clean_terms,
+)
 
 # The functions that write rules; a static test checks which MCP tools can reach them.
 WRITERS = ("add_rule", "change_rule", "remove_rule", "create_default_rules", "propose_chat_rule")
@@ -42,6 +53,14 @@ class ScopeNotFound(PaywardenError):
 class RuleRejected(PaywardenError):
     code = "rule_rejected"
     message = "The rule was not added. See reason and fields."
+
+    def __init__(self, reason: RuleReason, fields: Sequence[str]) -> None:
+        self.reason = reason
+        super().__init__(reason=str(reason), fields=list(fields))
+
+    @classmethod
+    def from_error(cls, error: RuleError) -> RuleRejected:
+        return cls(error.reason, error.fields)
 
 
 class RuleLimitReached(PaywardenError):
@@ -64,7 +83,134 @@ def rule_from_row(row: RuleVersion) -> Rule:
     )
 
 
-def rule_document(rule: Rule) -> dict[str, object]:
+def parse_scope(text: str) -> RuleScope:
+    """A rule scope given as text (agent, team, member, org)."""
+    try:
+        return RuleScope(text)
+    except ValueError as exc:
+        raise RuleRejected(RuleReason.INVALID_SCOPE, ["scope"]) from exc
+
+
+def current_rules(
+    session: Session, *, org_id: str, scopes: Sequence[tuple[RuleScope, str]], now: datetime
+) -> list[Rule]:
+    """The rules in force (newest version active, not expired) for any of the (scope, id) pairs."""
+    rows = RuleVersionRepository(session).in_force(org_id=org_id, now=now, scopes=scopes)
+    return [rule_from_row(row) for row in rows]
+
+
+def agent_scopes(agent: Agent) -> list[tuple[RuleScope, str]]:
+    scopes = [(RuleScope.AGENT, agent.id), (RuleScope.ORG, agent.org_id)]
+    if agent.team_id:
+        scopes.append((RuleScope.TEAM, agent.team_id))
+    if agent.member_id:
+        scopes.append((RuleScope.MEMBER, agent.member_id))
+    return scopes
+
+
+def rules_for_agent(session: Session, agent: Agent, *, now: datetime) -> list[Rule]:
+    """Every rule that applies to the agent: its own, its team's, its member's, its organisation's."""
+    return current_rules(session, org_id=agent.org_id, scopes=agent_scopes(agent), now=now)
+
+
+def rules_of_org(session: Session, org_id: str, *, now: datetime) -> list[tuple[Rule, str]]:
+    """Every rule in force in the organisation, with the id of what it is scoped to."""
+    rows = RuleVersionRepository(session).in_force(org_id=org_id, now=now)
+    return [(rule_from_row(row), row.scope_id) for row in rows]
+
+
+def _active_row(session: Session, principal: Principal, rule_id: str) -> RuleVersion:
+    """The rule's newest version, read again under its organisation's lock; it must be in force."""
+    rules = RuleVersionRepository(session)
+    row = rules.get_readable(principal, rule_id)
+    if row is None:
+        raise RuleNotFound()
+    lock_org(session, row.org_id)
+    row = rules.get_readable(principal, rule_id)
+    if row is None or not row.active:
+        raise RuleNotFound()
+    return row
+
+
+def _event(source: RuleSource, change: str) -> str:
+    if source == RuleSource.CHAT and change == "added":
+        return "policy.chat_rule_added"
+    return f"policy.rule_{change}"
+
+
+def _write(
+    session: Session, *, target: RuleTarget, rule: Rule, active: bool, actor: str, now: datetime
+) -> RuleVersion:
+    return RuleVersionRepository(session).add(
+        RuleVersion(
+            rule_id=rule.id,
+            version=rule.version,
+            org_id=target.org_id,
+            scope=rule.scope,
+            scope_id=target.scope_id,
+            kind=rule.kind,
+            host=rule.host,
+            path_prefix=rule.path_prefix,
+            limit_atomic=rule.limit_atomic,
+            window=rule.window,
+            source=rule.source,
+            active=active,
+            expires_at=rule.expires_at,
+            created_by=actor,
+            created_at=now,
+        )
+    )
+
+
+def _target_of(row: RuleVersion) -> RuleTarget:
+    return RuleTarget(row.scope, row.scope_id, row.org_id)
+
+
+def add_rule(
+    session: Session,
+    *,
+    target: RuleTarget,
+    kind: str,
+    host: str | None,
+    path_prefix: str | None,
+    limit_usd: Decimal | None,
+    window: str | None,
+    actor: str,
+    now: datetime,
+    source: RuleSource = RuleSource.ADMIN,
+) -> Rule:
+    """A new rule for `target`. Its terms are validated here, as a person gave them (a kind and a
+    window are one of RuleKind's and RuleWindow's values)."""
+    lock_org(session, target.org_id)
+    try:
+        terms = clean_terms(
+            kind=kind,
+            host=host,
+            path_prefix=path_prefix,
+            limit_atomic=None if limit_usd is None else usd_to_atomic(limit_usd),
+            window=window,
+        )
+    except RuleError as exc:
+        raise RuleRejected.from_error(exc) from exc
+    clean_kind, clean_host, clean_path, limit_atomic, clean_window = terms
+    rule = Rule(
+        id=new_id("rule"),
+        version=1,
+        scope=target.scope,
+        kind=clean_kind,
+        host=clean_host,
+        path_prefix=clean_path,
+        limit_atomic=limit_atomic,
+        window=clean_window,
+        source=source,
+    )
+    _write(session, target=target, rule=rule, active=True, actor=actor, now=now)
+    _audit(session, target=target, rule=rule, change="added", actor=actor, now=now)
+    return rule
+
+
+def _audit_data(rule: Rule, scope_id: str) -> dict[str, Any]:
+    """What the audit log keeps of a rule version."""
     return {
         "ruleId": rule.id,
         "version": rule.version,
@@ -76,226 +222,50 @@ def rule_document(rule: Rule) -> dict[str, object]:
         "window": rule.window,
         "source": rule.source,
         "expiresAt": rule.expires_at.isoformat() if rule.expires_at else None,
+        "scopeId": scope_id,
     }
 
 
-def _in_force(org_id: str, now: datetime) -> SelectOfScalar[RuleVersion]:
-    """Each rule's newest version, if it is active and not expired."""
-    latest = (
-        select(RuleVersion.rule_id, func.max(RuleVersion.version).label("latest"))
-        .where(RuleVersion.org_id == org_id)
-        .group_by(col(RuleVersion.rule_id))
-        .subquery()
-    )
-    return (
-        select(RuleVersion)
-        .join(
-            latest,
-            and_(col(RuleVersion.rule_id) == latest.c.rule_id, col(RuleVersion.version) == latest.c.latest),
-        )
-        .where(RuleVersion.org_id == org_id, col(RuleVersion.active).is_(True))
-        .where(or_(col(RuleVersion.expires_at).is_(None), col(RuleVersion.expires_at) > now))
-        .order_by(col(RuleVersion.created_at), col(RuleVersion.rule_id))
-    )
-
-
-def current_rules(
-    session: Session, *, org_id: str, scopes: Sequence[tuple[str, str]], now: datetime
-) -> list[Rule]:
-    """The rules in force (newest version active, not expired) for any of the (scope, id) pairs."""
-    if not scopes:
-        return []
-    query = _in_force(org_id, now).where(
-        or_(*(and_(col(RuleVersion.scope) == s, col(RuleVersion.scope_id) == i) for s, i in scopes))
-    )
-    return [rule_from_row(row) for row in session.exec(query)]
-
-
-def agent_scopes(agent: Agent) -> list[tuple[str, str]]:
-    scopes = [("agent", agent.id), ("org", agent.org_id)]
-    if agent.team_id:
-        scopes.append(("team", agent.team_id))
-    if agent.member_id:
-        scopes.append(("member", agent.member_id))
-    return scopes
-
-
-def rules_for_agent(session: Session, agent: Agent, *, now: datetime) -> list[Rule]:
-    """Every rule that applies to the agent: its own, its team's, its member's, its organisation's."""
-    return current_rules(session, org_id=agent.org_id, scopes=agent_scopes(agent), now=now)
-
-
-def rules_of_org(session: Session, org_id: str, *, now: datetime) -> list[tuple[Rule, str]]:
-    """Every rule in force in the organisation, with the id of what it is scoped to."""
-    return [(rule_from_row(row), row.scope_id) for row in session.exec(_in_force(org_id, now))]
-
-
-def latest_row(session: Session, rule_id: str) -> RuleVersion:
-    row = session.exec(
-        select(RuleVersion).where(RuleVersion.rule_id == rule_id).order_by(col(RuleVersion.version).desc())
-    ).first()
-    if row is None:
-        raise RuleNotFound()
-    return row
-
-
-def resolve_scope(session: Session, scope: str, ref: str) -> tuple[str, str]:
-    """(org id, scope id) for a scope target given by id (or, for an organisation, by name)."""
-    if scope == "org":
-        org = (
-            session.get(Organization, ref)
-            or session.exec(select(Organization).where(Organization.name == ref)).first()
-        )
-        if org is None:
-            raise ScopeNotFound()
-        return org.id, org.id
-    target: Agent | Team | Member | None
-    if scope == "agent":
-        target = session.get(Agent, ref)
-    elif scope == "team":
-        target = session.get(Team, ref)
-    elif scope == "member":
-        target = session.get(Member, ref)
-    else:
-        raise RuleRejected(reason="invalid_scope", fields=["scope"])
-    if target is None:
-        raise ScopeNotFound()
-    return target.org_id, target.id
-
-
-def _event(source: str, change: str) -> str:
-    return "policy.chat_rule_added" if source == "chat" and change == "added" else f"policy.rule_{change}"
-
-
-def _write(
-    session: Session, *, org_id: str, scope_id: str, rule: Rule, active: bool, actor: str, now: datetime
-) -> RuleVersion:
-    row = RuleVersion(
-        rule_id=rule.id,
-        version=rule.version,
-        org_id=org_id,
-        scope=rule.scope,
-        scope_id=scope_id,
-        kind=rule.kind,
-        host=rule.host,
-        path_prefix=rule.path_prefix,
-        limit_atomic=rule.limit_atomic,
-        window=rule.window,
-        source=rule.source,
-        active=active,
-        expires_at=rule.expires_at,
-        created_by=actor,
-        created_at=now,
-    )
-    session.add(row)
-    session.flush()
-    return row
-
-
-def add_rule(
-    session: Session,
-    *,
-    scope: RuleScope,
-    scope_ref: str,
-    kind: str,
-    host: str | None,
-    path_prefix: str | None,
-    limit_usd: Decimal | None,
-    window: str | None,
-    actor: str,
-    now: datetime,
-    source: str = "admin",
-) -> Rule:
-    org_id, scope_id = resolve_scope(session, scope, scope_ref)
-    lock_org(session, org_id)
-    try:
-        terms = clean_terms(
-            kind=kind,
-            host=host,
-            path_prefix=path_prefix,
-            limit_atomic=None if limit_usd is None else usd_to_atomic(limit_usd),
-            window=window,
-        )
-    except RuleError as exc:
-        raise RuleRejected(reason=exc.reason, fields=list(exc.fields)) from exc
-    clean_kind, clean_host, clean_path, limit_atomic, clean_window = terms
-    rule = Rule(
-        id=new_id("rule"),
-        version=1,
-        scope=scope,
-        kind=clean_kind,
-        host=clean_host,
-        path_prefix=clean_path,
-        limit_atomic=limit_atomic,
-        window=clean_window,
-        source=source,  # type: ignore[arg-type]
-    )
-    _write(session, org_id=org_id, scope_id=scope_id, rule=rule, active=True, actor=actor, now=now)
-    _audit(session, org_id=org_id, scope_id=scope_id, rule=rule, change="added", actor=actor, now=now)
-    return rule
-
-
 def _audit(
-    session: Session, *, org_id: str, scope_id: str, rule: Rule, change: str, actor: str, now: datetime
+    session: Session, *, target: RuleTarget, rule: Rule, change: str, actor: str, now: datetime
 ) -> None:
     audit(
         session,
-        org_id=org_id,
+        org_id=target.org_id,
         type=_event(rule.source, change),
         actor=actor,
-        agent_id=scope_id if rule.scope == "agent" else None,
+        agent_id=target.scope_id if rule.scope == RuleScope.AGENT else None,
         subject_id=rule.id,
-        data={**rule_document(rule), "scopeId": scope_id},
+        data=_audit_data(rule, target.scope_id),
         now=now,
     )
 
 
-def change_rule(session: Session, *, rule_id: str, limit_usd: Decimal, actor: str, now: datetime) -> Rule:
-    """A new version of a limit rule with another limit (the only term a human changes in place)."""
-    row = latest_row(session, rule_id)
-    lock_org(session, row.org_id)
-    row = latest_row(session, rule_id)
-    if not row.active:
-        raise RuleNotFound()
-    if row.kind != "limit":
-        raise RuleRejected(reason="limit_on_non_limit_rule", fields=["limitUsd"])
+def change_rule(
+    session: Session, principal: Principal, *, rule_id: str, limit_usd: Decimal, now: datetime
+) -> Rule:
+    """A new version of a limit rule with another limit (the only term a person changes in place)."""
+    row = _active_row(session, principal, rule_id)
+    if row.kind != RuleKind.LIMIT:
+        raise RuleRejected(RuleReason.LIMIT_ON_NON_LIMIT_RULE, ["limitUsd"])
     current = rule_from_row(row)
     updated = Rule(
         **{**vars(current), "version": current.version + 1, "limit_atomic": usd_to_atomic(limit_usd)}
     )
-    _write(session, org_id=row.org_id, scope_id=row.scope_id, rule=updated, active=True, actor=actor, now=now)
-    _audit(
-        session,
-        org_id=row.org_id,
-        scope_id=row.scope_id,
-        rule=updated,
-        change="changed",
-        actor=actor,
-        now=now,
-    )
+    target = _target_of(row)
+    _write(session, target=target, rule=updated, active=True, actor=principal.actor, now=now)
+    _audit(session, target=target, rule=updated, change="changed", actor=principal.actor, now=now)
     return updated
 
 
-def remove_rule(session: Session, *, rule_id: str, actor: str, now: datetime) -> Rule:
-    row = latest_row(session, rule_id)
-    lock_org(session, row.org_id)
-    row = latest_row(session, rule_id)
-    if not row.active:
-        raise RuleNotFound()
+def remove_rule(session: Session, principal: Principal, *, rule_id: str, now: datetime) -> Rule:
+    """A final version of the rule that is no longer in force."""
+    row = _active_row(session, principal, rule_id)
     current = rule_from_row(row)
     removed = Rule(**{**vars(current), "version": current.version + 1})
-    _write(
-        session, org_id=row.org_id, scope_id=row.scope_id, rule=removed, active=False, actor=actor, now=now
-    )
-    _audit(
-        session,
-        org_id=row.org_id,
-        scope_id=row.scope_id,
-        rule=removed,
-        change="removed",
-        actor=actor,
-        now=now,
-    )
+    target = _target_of(row)
+    _write(session, target=target, rule=removed, active=False, actor=principal.actor, now=now)
+    _audit(session, target=target, rule=removed, change="removed", actor=principal.actor, now=now)
     return removed
 
 
@@ -306,14 +276,15 @@ def create_default_rules(
     rule = Rule(
         id=new_id("rule"),
         version=1,
-        scope="agent",
-        kind="limit",
+        scope=RuleScope.AGENT,
+        kind=RuleKind.LIMIT,
         limit_atomic=usd_to_atomic(daily_cap_usd) * WEEKLY_DEFAULT_FACTOR,
-        window="week",
-        source="default",
+        window=RuleWindow.WEEK,
+        source=RuleSource.DEFAULT,
     )
-    _write(session, org_id=agent.org_id, scope_id=agent.id, rule=rule, active=True, actor=actor, now=now)
-    _audit(session, org_id=agent.org_id, scope_id=agent.id, rule=rule, change="added", actor=actor, now=now)
+    target = RuleTarget(RuleScope.AGENT, agent.id, agent.org_id)
+    _write(session, target=target, rule=rule, active=True, actor=actor, now=now)
+    _audit(session, target=target, rule=rule, change="added", actor=actor, now=now)
     return rule
 
 
@@ -328,32 +299,27 @@ def propose_chat_rule(
     candidate = Rule(
         id=f"chat-{secrets.token_hex(4)}",
         version=1,
-        scope="agent",
+        scope=RuleScope.AGENT,
         kind=proposal.kind,
         host=proposal.host,
         path_prefix=proposal.path_prefix,
         limit_atomic=proposal.limit_atomic,
         window=proposal.window,
-        source="chat",
+        source=RuleSource.CHAT,
         expires_at=now + timedelta(hours=proposal.expires_in_hours),
     )
-    in_force = current_rules(session, org_id=agent.org_id, scopes=[("agent", agent.id)], now=now)
+    in_force = current_rules(session, org_id=agent.org_id, scopes=[(RuleScope.AGENT, agent.id)], now=now)
     for rule in in_force:
         if rule.same_terms(candidate):
             return rule, False
-    if sum(1 for rule in in_force if rule.source == "chat") >= MAX_ACTIVE_CHAT_RULES:
+    if sum(1 for rule in in_force if rule.source == RuleSource.CHAT) >= MAX_ACTIVE_CHAT_RULES:
         raise RuleLimitReached(max=MAX_ACTIVE_CHAT_RULES)
-    proposed = session.exec(
-        select(func.count())
-        .select_from(RuleVersion)
-        .where(RuleVersion.scope == "agent", RuleVersion.scope_id == agent.id)
-        .where(RuleVersion.source == "chat", RuleVersion.version == 1)
-        .where(col(RuleVersion.created_at) > now - timedelta(hours=1))
-    ).one()
-    if int(proposed) >= MAX_PROPOSALS_PER_HOUR:
-        raise RuleLimitReached(max=MAX_PROPOSALS_PER_HOUR)
-    _write(session, org_id=agent.org_id, scope_id=agent.id, rule=candidate, active=True, actor=actor, now=now)
-    _audit(
-        session, org_id=agent.org_id, scope_id=agent.id, rule=candidate, change="added", actor=actor, now=now
+    proposed = RuleVersionRepository(session).chat_rules_proposed_since(
+        agent_id=agent.id, since=now - timedelta(hours=1)
     )
+    if proposed >= MAX_PROPOSALS_PER_HOUR:
+        raise RuleLimitReached(max=MAX_PROPOSALS_PER_HOUR)
+    target = RuleTarget(RuleScope.AGENT, agent.id, agent.org_id)
+    _write(session, target=target, rule=candidate, active=True, actor=actor, now=now)
+    _audit(session, target=target, rule=candidate, change="added", actor=actor, now=now)
     return candidate, True

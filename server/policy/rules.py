@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 
 from server.models.enums import RuleKind, RuleScope, RuleSource
+from server.models.enums import RuleWindow as Window
 from server.policy.hosts import HostPatternError, host_matches, normalize_pattern
-from server.policy.windows import WINDOWS, Window
+from server.policy.windows import WINDOWS
 
 SCOPES: tuple[RuleScope, ...] = tuple(RuleScope)
 KINDS: tuple[RuleKind, ...] = tuple(RuleKind)
@@ -24,13 +26,41 @@ MAX_PATH_PREFIX = 512
 WEEKLY_DEFAULT_FACTOR = 5
 
 
-class RuleError(ValueError):
-    """A rule that cannot be accepted: `reason` is a stable code, `fields` the inputs at fault."""
+class RuleReason(StrEnum):
+    """Why a rule was refused: the `reason` of rule_rejected."""
 
-    def __init__(self, reason: str, fields: tuple[str, ...]) -> None:
+    UNKNOWN_FIELD = "unknown_field"
+    INVALID_SCOPE = "invalid_scope"
+    INVALID_KIND = "invalid_kind"
+    INVALID_HOST = "invalid_host"
+    INVALID_PATH_PREFIX = "invalid_path_prefix"
+    INVALID_LIMIT = "invalid_limit"
+    INVALID_WINDOW = "invalid_window"
+    INVALID_EXPIRY = "invalid_expiry"
+    DENY_NEEDS_CONDITION = "deny_needs_condition"
+    LIMIT_ON_NON_LIMIT_RULE = "limit_on_non_limit_rule"
+
+
+class RuleError(ValueError):
+    """A rule that cannot be accepted: `reason` says why, `fields` names the inputs at fault."""
+
+    def __init__(self, reason: RuleReason, fields: tuple[str, ...]) -> None:
         super().__init__(f"{reason}: {', '.join(fields)}")
         self.reason = reason
         self.fields = fields
+
+
+@dataclass(frozen=True)
+class RuleTarget:
+    """What a rule is for: the agent, team, member or organisation `scope_id`, in `org_id`.
+
+    Built from a row the caller already read within its principal's reach (see
+    tenancy.service.rule_target), so a rule can only be written for what the caller may see.
+    """
+
+    scope: RuleScope
+    scope_id: str
+    org_id: str
 
 
 @dataclass(frozen=True)
@@ -95,25 +125,25 @@ def clean_terms(
 ) -> tuple[RuleKind, str | None, str | None, int | None, Window | None]:
     """Validate a rule's terms and return them normalised, or raise RuleError."""
     if kind not in KINDS:
-        raise RuleError("invalid_kind", ("kind",))
+        raise RuleError(RuleReason.INVALID_KIND, ("kind",))
     clean_host: str | None = None
     if host is not None:
         try:
             clean_host = normalize_pattern(host)
         except HostPatternError as exc:
-            raise RuleError("invalid_host", ("host",)) from exc
+            raise RuleError(RuleReason.INVALID_HOST, ("host",)) from exc
     if path_prefix is not None and not valid_path_prefix(path_prefix):
-        raise RuleError("invalid_path_prefix", ("pathPrefix",))
+        raise RuleError(RuleReason.INVALID_PATH_PREFIX, ("pathPrefix",))
     if kind == RuleKind.LIMIT:
         if limit_atomic is None or limit_atomic < 0:
-            raise RuleError("invalid_limit", ("limitUsd",))
+            raise RuleError(RuleReason.INVALID_LIMIT, ("limitUsd",))
         clean_window = window or Window.DAY
         if clean_window not in WINDOWS:
-            raise RuleError("invalid_window", ("window",))
+            raise RuleError(RuleReason.INVALID_WINDOW, ("window",))
         return RuleKind.LIMIT, clean_host, path_prefix, limit_atomic, Window(clean_window)
     if limit_atomic is not None or window is not None:
         fields = tuple(
             name for name, value in (("limitUsd", limit_atomic), ("window", window)) if value is not None
         )
-        raise RuleError("limit_on_non_limit_rule", fields)
+        raise RuleError(RuleReason.LIMIT_ON_NON_LIMIT_RULE, fields)
     return RuleKind(kind), clean_host, path_prefix, None, None

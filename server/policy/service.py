@@ -1,24 +1,45 @@
-"""Read and change agents' policies. A change never edits a row: it writes the next version."""
+"""Read and change agents' policies. A change never edits a row: it writes the next version.
+
+A person's change arrives as `PolicySettings` (each setting as given, or left out); this module
+turns it into the next policy, validated, so every entry point changes a policy the same way.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
+from enum import Enum
+from typing import Literal
 
-from sqlmodel import Session, col, select
+from sqlmodel import Session
 
 from server.audit.service import record as audit
 from server.kit.db import lock_org
 from server.kit.errors import PaywardenError
 from server.kit.ids import new_id
 from server.models import Agent, PolicyVersion
-from server.policy.model import ChallengeRules, Policy, PolicyError, Velocity
+from server.policy.model import (
+    ChallengeRules,
+    Policy,
+    PolicyError,
+    Velocity,
+    host_patterns,
+    usd_setting,
+)
+from server.policy.repository import PolicyVersionRepository
 from server.settings import SUPPORTED_NETWORKS
 
-_UNSET = object()
+
+class _Keep(Enum):
+    KEEP = "keep"
+
+
+KEEP = _Keep.KEEP
+STEP_UP_OFF = "off"
 # The functions that write policy versions; a static test checks which MCP tools can reach them.
-WRITERS = ("create_initial_policy", "set_policy", "add_catalog_host")
+WRITERS = ("create_initial_policy", "set_policy", "update_policy", "add_catalog_host")
 
 
 class PolicyNotFound(PaywardenError):
@@ -33,17 +54,42 @@ class InvalidPolicy(PaywardenError):
 
 @dataclass(frozen=True)
 class PolicyChanges:
-    """Fields to change; None leaves a field as it is in the current version."""
+    """Fields to change; None (KEEP for the step-up threshold, which may be None) leaves a field
+    as it is in the current version."""
 
     allow_hosts: tuple[str, ...] | None = None
     deny_hosts: tuple[str, ...] | None = None
     max_usd_per_tx: Decimal | None = None
     daily_cap_usd: Decimal | None = None
-    step_up_threshold_usd: Decimal | object | None = _UNSET
+    step_up_threshold_usd: Decimal | Literal[_Keep.KEEP] | None = KEEP
     networks: tuple[str, ...] | None = None
     pay_to_deny: tuple[str, ...] | None = None
     velocity: Velocity | None = None
     challenge: ChallengeRules | None = None
+    allow_catalog_hosts: bool | None = None
+    verified_sellers_only: bool | None = None
+
+
+@dataclass(frozen=True)
+class PolicySettings:
+    """A person's change to a policy, each setting as given: None, or an empty list, leaves it as
+    it is, and a list replaces the whole list. Amounts are USD text; a step-up of "off" removes
+    the threshold; velocity and challenge settings left out keep their current values."""
+
+    allow_hosts: Sequence[str] = ()
+    clear_allow_hosts: bool = False
+    deny_hosts: Sequence[str] = ()
+    max_usd_per_tx: str | None = None
+    daily_cap_usd: str | None = None
+    step_up_threshold_usd: str | None = None
+    networks: Sequence[str] = ()
+    pay_to_deny: Sequence[str] = ()
+    velocity_max_tx: int | None = None
+    velocity_max_usd: str | None = None
+    velocity_window_seconds: int | None = None
+    challenge_hosts: Sequence[str] = ()
+    challenge_path_prefixes: Sequence[str] = ()
+    challenge_max_usd: str | None = None
     allow_catalog_hosts: bool | None = None
     verified_sellers_only: bool | None = None
 
@@ -59,23 +105,81 @@ def create_initial_policy(session: Session, *, agent: Agent, actor: str, now: da
 
 
 def current_policy(session: Session, agent_id: str) -> Policy:
-    row = session.exec(
-        select(PolicyVersion)
-        .where(PolicyVersion.agent_id == agent_id)
-        .order_by(col(PolicyVersion.version).desc())
-    ).first()
+    row = PolicyVersionRepository(session).newest_for_agent(agent_id)
     if row is None:
         raise PolicyNotFound()
     return Policy.from_document(row.version, row.document)
+
+
+def changes_from_settings(current: Policy, settings: PolicySettings) -> PolicyChanges:
+    """The changes a person's settings make to `current`; raises PolicyError naming the setting."""
+    velocity = None
+    if (
+        settings.velocity_max_tx is not None
+        or settings.velocity_max_usd is not None
+        or settings.velocity_window_seconds is not None
+    ):
+        velocity = Velocity(
+            max_tx=current.velocity.max_tx if settings.velocity_max_tx is None else settings.velocity_max_tx,
+            max_usd=usd_setting("velocity-usd", settings.velocity_max_usd)
+            if settings.velocity_max_usd
+            else current.velocity.max_usd,
+            window_seconds=settings.velocity_window_seconds or current.velocity.window_seconds,
+        )
+    challenge = None
+    if settings.challenge_hosts or settings.challenge_path_prefixes or settings.challenge_max_usd is not None:
+        challenge = ChallengeRules(
+            hosts=host_patterns("challenge-host", list(settings.challenge_hosts))
+            if settings.challenge_hosts
+            else current.challenge.hosts,
+            path_prefixes=tuple(settings.challenge_path_prefixes)
+            if settings.challenge_path_prefixes
+            else current.challenge.path_prefixes,
+            max_usd=usd_setting("challenge-max", settings.challenge_max_usd)
+            if settings.challenge_max_usd
+            else current.challenge.max_usd,
+        )
+    allow_hosts: tuple[str, ...] | None = None
+    if settings.clear_allow_hosts:
+        allow_hosts = ()
+    elif settings.allow_hosts:
+        allow_hosts = host_patterns("allow-host", list(settings.allow_hosts))
+    deny_hosts = host_patterns("deny-host", list(settings.deny_hosts)) if settings.deny_hosts else None
+    max_usd_per_tx = _optional_usd("max-per-tx", settings.max_usd_per_tx)
+    daily_cap_usd = _optional_usd("daily-cap", settings.daily_cap_usd)
+    step_up: Decimal | Literal[_Keep.KEEP] | None = KEEP
+    if settings.step_up_threshold_usd:
+        step_up = (
+            None
+            if settings.step_up_threshold_usd == STEP_UP_OFF
+            else usd_setting("step-up", settings.step_up_threshold_usd)
+        )
+    return PolicyChanges(
+        allow_hosts=allow_hosts,
+        deny_hosts=deny_hosts,
+        max_usd_per_tx=max_usd_per_tx,
+        daily_cap_usd=daily_cap_usd,
+        step_up_threshold_usd=step_up,
+        networks=tuple(settings.networks) if settings.networks else None,
+        pay_to_deny=tuple(settings.pay_to_deny) if settings.pay_to_deny else None,
+        velocity=velocity,
+        challenge=challenge,
+        allow_catalog_hosts=settings.allow_catalog_hosts,
+        verified_sellers_only=settings.verified_sellers_only,
+    )
+
+
+def _optional_usd(name: str, value: str | None) -> Decimal | None:
+    return None if value is None else usd_setting(name, value)
 
 
 def apply_changes(policy: Policy, changes: PolicyChanges) -> Policy:
     updates: dict[str, object] = {
         name: value
         for name, value in vars(changes).items()
-        if value is not None and value is not _UNSET and name != "step_up_threshold_usd"
+        if value is not None and value is not KEEP and name != "step_up_threshold_usd"
     }
-    if changes.step_up_threshold_usd is not _UNSET:
+    if changes.step_up_threshold_usd is not KEEP:
         updates["step_up_threshold_usd"] = changes.step_up_threshold_usd
     updated = policy.with_changes(version=policy.version + 1, **updates)
     _validate(updated)
@@ -99,9 +203,34 @@ def _validate(policy: Policy) -> None:
 def set_policy(
     session: Session, *, agent: Agent, changes: PolicyChanges, actor: str, now: datetime
 ) -> Policy:
+    return _next_version(session, agent=agent, changes_to=lambda _current: changes, actor=actor, now=now)
+
+
+def update_policy(
+    session: Session, *, agent: Agent, settings: PolicySettings, actor: str, now: datetime
+) -> Policy:
+    """The next version of the agent's policy with a person's settings merged into the current one."""
+    return _next_version(
+        session,
+        agent=agent,
+        changes_to=lambda current: changes_from_settings(current, settings),
+        actor=actor,
+        now=now,
+    )
+
+
+def _next_version(
+    session: Session,
+    *,
+    agent: Agent,
+    changes_to: Callable[[Policy], PolicyChanges],
+    actor: str,
+    now: datetime,
+) -> Policy:
     lock_org(session, agent.org_id)
+    current = current_policy(session, agent.id)
     try:
-        updated = apply_changes(current_policy(session, agent.id), changes)
+        updated = apply_changes(current, changes_to(current))
     except PolicyError as exc:
         raise InvalidPolicy(reason=str(exc)) from exc
     _store(session, agent=agent, policy=updated, actor=actor, now=now)
@@ -132,7 +261,7 @@ def _store(
     event: str = "policy.changed",
 ) -> None:
     document = policy.to_document()
-    session.add(
+    PolicyVersionRepository(session).add(
         PolicyVersion(
             id=new_id("policy"),
             org_id=agent.org_id,
@@ -143,7 +272,6 @@ def _store(
             created_at=now,
         )
     )
-    session.flush()
     audit(
         session,
         org_id=agent.org_id,

@@ -1,5 +1,8 @@
-"""Create and find organisations, teams, members and agents. Every lookup is scoped to one
-organisation."""
+"""Create and find organisations, teams, members and agents.
+
+Every lookup takes the principal it is made for and finds only what that principal may read
+(see tenancy.repository); names and emails are looked up within one organisation.
+"""
 
 from __future__ import annotations
 
@@ -9,22 +12,29 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, SQLModel, select
+from sqlmodel import Session
 
 from auth.principal import Principal
 from server.audit.service import record as audit
 from server.kit.errors import InputReason, InvalidInput, PaywardenError
 from server.kit.ids import new_id
 from server.models import Agent, Member, Organization, Team
-from server.policy.rule_service import create_default_rules
+from server.models.enums import Role, RuleScope
+from server.policy.rule_service import ScopeNotFound, create_default_rules
+from server.policy.rules import RuleTarget
 from server.policy.service import create_initial_policy
 from server.settings import SUPPORTED_NETWORKS
+from server.tenancy.repository import (
+    AgentRepository,
+    MemberRepository,
+    OrganizationRepository,
+    TeamRepository,
+)
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._-]{0,119}$")
 _EMAIL = re.compile(r"^[^@\s]{1,64}@[A-Za-z0-9.-]{1,189}\.[A-Za-z]{2,63}$")
-ROLES = ("owner", "admin", "approver", "viewer")
-APPROVER_ROLES = frozenset({"owner", "admin", "approver"})
+ROLES: tuple[Role, ...] = tuple(Role)
+APPROVER_ROLES = frozenset(role for role in Role if role.may_approve)
 ENROLL_PREFIX = "pw_en_"
 ENROLL_TTL = timedelta(days=7)
 MIN_APPROVAL_TTL_SECONDS = 5 * 60
@@ -63,18 +73,10 @@ def _check_name(name: str) -> str:
     return name
 
 
-def _insert_unique(session: Session, row: SQLModel, taken: PaywardenError) -> None:
-    """Insert `row`; a unique name (or email) already in use raises `taken`, nothing else."""
-    try:
-        with session.begin_nested():
-            session.add(row)
-    except IntegrityError as exc:
-        raise taken from exc
-
-
 def create_org(session: Session, *, name: str, actor: str, now: datetime) -> Organization:
     org = Organization(id=new_id("org"), name=_check_name(name), created_at=now)
-    _insert_unique(session, org, NameTaken())
+    if not OrganizationRepository(session).add_unique(org):
+        raise NameTaken()
     audit(
         session,
         org_id=org.id,
@@ -87,21 +89,24 @@ def create_org(session: Session, *, name: str, actor: str, now: datetime) -> Org
     return org
 
 
-def find_org(session: Session, ref: str) -> Organization:
-    org = (
-        session.get(Organization, ref)
-        or session.exec(select(Organization).where(Organization.name == ref)).first()
-    )
+def find_org(session: Session, principal: Principal, ref: str) -> Organization:
+    """By id, or by name."""
+    org = OrganizationRepository(session).by_id_or_name(principal, ref)
     if org is None:
         raise OrgNotFound()
     return org
+
+
+def organisations(session: Session, principal: Principal) -> list[Organization]:
+    """Every organisation the principal may read, oldest first."""
+    return list(OrganizationRepository(session).all_readable(principal))
 
 
 def set_approval_ttl(session: Session, *, org: Organization, seconds: int, actor: str, now: datetime) -> None:
     if not MIN_APPROVAL_TTL_SECONDS <= seconds <= MAX_APPROVAL_TTL_SECONDS:
         raise InvalidInput(InputReason.INVALID_APPROVAL_TTL)
     org.approval_ttl_seconds = seconds
-    session.add(org)
+    OrganizationRepository(session).add(org, flush=False)
     audit(
         session,
         org_id=org.id,
@@ -115,7 +120,8 @@ def set_approval_ttl(session: Session, *, org: Organization, seconds: int, actor
 
 def create_team(session: Session, *, org: Organization, name: str, actor: str, now: datetime) -> Team:
     team = Team(id=new_id("team"), org_id=org.id, name=_check_name(name), created_at=now)
-    _insert_unique(session, team, NameTaken())
+    if not TeamRepository(session).add_unique(team):
+        raise NameTaken()
     audit(
         session,
         org_id=org.id,
@@ -128,12 +134,10 @@ def create_team(session: Session, *, org: Organization, name: str, actor: str, n
     return team
 
 
-def find_team(session: Session, ref: str, *, org_id: str) -> Team:
-    team = (
-        session.get(Team, ref)
-        or session.exec(select(Team).where(Team.org_id == org_id, Team.name == ref)).first()
-    )
-    if team is None or team.org_id != org_id:
+def find_team(session: Session, principal: Principal, ref: str, *, org_id: str) -> Team:
+    """By id, or by name, within the organisation."""
+    team = TeamRepository(session).by_id_or_name(principal, ref, org_id=org_id)
+    if team is None:
         raise TeamNotFound()
     return team
 
@@ -148,14 +152,19 @@ def hash_enroll_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+def parse_role(text: str) -> Role:
+    try:
+        return Role(text)
+    except ValueError as exc:
+        raise InvalidInput(InputReason.INVALID_ROLE) from exc
+
+
 def create_member(
-    session: Session, *, org: Organization, email: str, role: str, actor: str, now: datetime
+    session: Session, *, org: Organization, email: str, role: Role, actor: str, now: datetime
 ) -> NewMember:
     email = email.strip().lower()
     if not _EMAIL.match(email):
         raise InvalidInput(InputReason.INVALID_EMAIL)
-    if role not in ROLES:
-        raise InvalidInput(InputReason.INVALID_ROLE)
     token = ENROLL_PREFIX + secrets.token_urlsafe(32)
     member = Member(
         id=new_id("member"),
@@ -166,7 +175,8 @@ def create_member(
         enroll_expires_at=now + ENROLL_TTL,
         created_at=now,
     )
-    _insert_unique(session, member, NameTaken(field="email"))
+    if not MemberRepository(session).add_unique(member):
+        raise NameTaken(field="email")
     audit(
         session,
         org_id=org.id,
@@ -179,28 +189,10 @@ def create_member(
     return NewMember(member, token)
 
 
-def get_agent(session: Session, principal: Principal, agent_id: str) -> Agent:
-    agent = session.get(Agent, agent_id)
-    if agent is None or not (principal.unrestricted or agent.org_id == principal.org_id):
-        raise AgentNotFound()
-    if principal.agent_id is not None and agent.id != principal.agent_id:
-        raise AgentNotFound()
-    return agent
-
-
-def find_member(
-    session: Session, principal: Principal | str, ref: str | None = None, *, org_id: str | None = None
-) -> Member:
-    """By id, or by email within an organisation."""
-    if isinstance(principal, str):
-        ref = principal
-    assert ref is not None
-    member = session.get(Member, ref)
-    if member is None and org_id is not None:
-        member = session.exec(
-            select(Member).where(Member.org_id == org_id, Member.email == ref.strip().lower())
-        ).first()
-    if member is None or (org_id is not None and member.org_id != org_id):
+def find_member(session: Session, principal: Principal, ref: str, *, org_id: str) -> Member:
+    """By id, or by email, within the organisation."""
+    member = MemberRepository(session).by_id_or_email(principal, ref, org_id=org_id)
+    if member is None:
         raise MemberNotFound()
     return member
 
@@ -216,6 +208,7 @@ def create_agent(
     team: Team | None = None,
     member: Member | None = None,
 ) -> Agent:
+    """A new agent with its first policy (which allows no host) and its default weekly rule."""
     if network not in SUPPORTED_NETWORKS:
         raise InvalidInput(InputReason.INVALID_NETWORK)
     if (team is not None and team.org_id != org.id) or (member is not None and member.org_id != org.id):
@@ -229,7 +222,8 @@ def create_agent(
         member_id=member.id if member else None,
         created_at=now,
     )
-    _insert_unique(session, agent, NameTaken())
+    if not AgentRepository(session).add_unique(agent):
+        raise NameTaken()
     audit(
         session,
         org_id=org.id,
@@ -245,15 +239,33 @@ def create_agent(
     return agent
 
 
-def find_agent(session: Session, ref: str, *, org_id: str | None = None) -> Agent:
-    """By id, or by name within an organisation."""
-    agent = session.get(Agent, ref)
-    if agent is None and org_id is not None:
-        agent = session.exec(select(Agent).where(Agent.org_id == org_id, Agent.name == ref)).first()
-    if agent is None or (org_id is not None and agent.org_id != org_id):
+def get_agent(session: Session, principal: Principal, agent_id: str) -> Agent:
+    """The agent with this id, if the principal may read it (an agent reads only itself)."""
+    agent = AgentRepository(session).get_readable(principal, agent_id)
+    if agent is None:
         raise AgentNotFound()
     return agent
 
 
-def find_agent_by_name(session: Session, *, org_id: str, name: str) -> Agent | None:
-    return session.exec(select(Agent).where(Agent.org_id == org_id, Agent.name == name)).first()
+def find_agent_by_name(session: Session, principal: Principal, *, org_id: str, name: str) -> Agent | None:
+    return AgentRepository(session).by_name(principal, org_id=org_id, name=name)
+
+
+def rule_target(session: Session, principal: Principal, scope: RuleScope, ref: str) -> RuleTarget:
+    """What a rule of `scope` is for, found by id (an organisation also by name) within the
+    principal's reach."""
+    found: Organization | Team | Member | Agent | None
+    if scope == RuleScope.ORG:
+        found = OrganizationRepository(session).by_id_or_name(principal, ref)
+        if found is None:
+            raise ScopeNotFound()
+        return RuleTarget(scope, found.id, found.id)
+    if scope == RuleScope.AGENT:
+        found = AgentRepository(session).get_readable(principal, ref)
+    elif scope == RuleScope.TEAM:
+        found = TeamRepository(session).get_readable(principal, ref)
+    else:
+        found = MemberRepository(session).get_readable(principal, ref)
+    if found is None:
+        raise ScopeNotFound()
+    return RuleTarget(scope, found.id, found.org_id)

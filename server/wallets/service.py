@@ -6,15 +6,17 @@ import re
 from datetime import datetime
 
 from eth_account import Account
-from sqlmodel import Session, col, select
+from sqlmodel import Session
 
 from server.audit.service import record as audit
 from server.kit.crypto import MasterKey
 from server.kit.errors import PaywardenError
 from server.kit.ids import new_id
 from server.models import Agent, Wallet
+from server.models.enums import WalletMode
 from server.signers.base import Signer, SignerError
 from server.signers.local_key import LocalKeySigner
+from server.wallets.repository import WalletRepository
 
 _KEY = re.compile(r"^(0x)?[0-9a-fA-F]{64}$")
 
@@ -42,33 +44,29 @@ def parse_private_key(text: str) -> bytes:
 
 
 def active_wallet(session: Session, agent_id: str) -> Wallet | None:
-    return session.exec(
-        select(Wallet)
-        .where(Wallet.agent_id == agent_id, col(Wallet.retired_at).is_(None))
-        .order_by(col(Wallet.created_at).desc())
-    ).first()
+    return WalletRepository(session).active_for_agent(agent_id)
 
 
 def import_local_key(
     session: Session, *, master: MasterKey, agent: Agent, private_key: bytes, actor: str, now: datetime
 ) -> Wallet:
     address = str(Account.from_key(private_key).address)
-    previous = active_wallet(session, agent.id)
+    wallets = WalletRepository(session)
+    previous = wallets.active_for_agent(agent.id)
     if previous is not None:
         previous.retired_at = now
-        session.add(previous)
+        wallets.add(previous, flush=False)
     wallet_id = new_id("wallet")
     wallet = Wallet(
         id=wallet_id,
         org_id=agent.org_id,
         agent_id=agent.id,
-        mode="local_key",
+        mode=WalletMode.LOCAL_KEY,
         address=address,
         sealed_secret=master.seal(private_key, context=f"wallet:{wallet_id}"),
         created_at=now,
     )
-    session.add(wallet)
-    session.flush()
+    wallets.add(wallet)
     audit(
         session,
         org_id=agent.org_id,
@@ -76,15 +74,19 @@ def import_local_key(
         actor=actor,
         agent_id=agent.id,
         subject_id=wallet.id,
-        data={"address": address, "mode": "local_key", "replaced": previous.id if previous else None},
+        data={
+            "address": address,
+            "mode": WalletMode.LOCAL_KEY,
+            "replaced": previous.id if previous else None,
+        },
         now=now,
     )
     return wallet
 
 
 def signer_for(wallet: Wallet, master: MasterKey) -> Signer:
-    if wallet.mode == "local_key":
+    if wallet.mode == WalletMode.LOCAL_KEY:
         if wallet.sealed_secret is None:
             raise SignerError("the wallet has no sealed key")
         return LocalKeySigner(master.open(wallet.sealed_secret, context=f"wallet:{wallet.id}"))
-    raise SignerError(f"signing mode {wallet.mode!r} is not available")
+    raise SignerError(f"signing mode {str(wallet.mode)!r} is not available")

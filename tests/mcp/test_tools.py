@@ -10,12 +10,15 @@ from decimal import Decimal
 
 import pytest
 
+from auth.principal import Principal
 from auth.scopes import Scope
 from server.kit.db import Database
+from server.models.enums import RuleScope
 from server.payments import holds
 from server.payments.ledger import update_intent
 from server.policy.rule_service import add_rule, remove_rule, rules_of_org
 from server.policy.service import PolicyChanges
+from server.tenancy.service import rule_target
 from tests.support.ledger import facts, reserve_now
 from tests.support.paywarden import RunningServer, error_of, mcp_client, serve, structured
 from tests.support.principals import OPERATOR
@@ -25,6 +28,7 @@ pytestmark = pytest.mark.anyio
 
 TOOLS = {"fetch_paid", "get_budget", "list_payments", "get_approval_status", "propose_rule", "quote_payment"}
 WRITING_TOOLS = {"fetch_paid", "propose_rule"}
+PERSON = Principal.operator("test:person")
 
 
 @pytest.fixture
@@ -69,8 +73,7 @@ async def test_get_budget_reports_every_limit_and_the_tightest(server: RunningSe
     with db.write() as session:
         team_rule = add_rule(
             session,
-            scope="team",
-            scope_ref=team,
+            target=rule_target(session, OPERATOR, RuleScope.TEAM, team),
             kind="limit",
             host=None,
             path_prefix=None,
@@ -81,8 +84,7 @@ async def test_get_budget_reports_every_limit_and_the_tightest(server: RunningSe
         ).id
         member_cap = add_rule(
             session,
-            scope="member",
-            scope_ref=member,
+            target=rule_target(session, OPERATOR, RuleScope.MEMBER, member),
             kind="limit",
             host=None,
             path_prefix=None,
@@ -93,8 +95,7 @@ async def test_get_budget_reports_every_limit_and_the_tightest(server: RunningSe
         ).id
         add_rule(
             session,
-            scope="org",
-            scope_ref=first.org_id,
+            target=rule_target(session, OPERATOR, RuleScope.ORG, first.org_id),
             kind="limit",
             host=None,
             path_prefix=None,
@@ -105,8 +106,7 @@ async def test_get_budget_reports_every_limit_and_the_tightest(server: RunningSe
         )
         add_rule(
             session,
-            scope="agent",
-            scope_ref=setup.agent_id,
+            target=rule_target(session, OPERATOR, RuleScope.AGENT, setup.agent_id),
             kind="limit",
             host="api.example.com",
             path_prefix="/v1/",
@@ -327,7 +327,7 @@ async def test_propose_rule_adds_restrict_only_rules_for_this_agent(
         with db.write() as session:
             for rule, _ in rules_of_org(session, setup.org_id, now=now()):
                 if rule.source == "chat":
-                    remove_rule(session, rule_id=rule.id, actor="test:person", now=now())
+                    remove_rule(session, PERSON, rule_id=rule.id, now=now())
         for n in range(10):
             structured(
                 await client.call_tool("propose_rule", {"kind": "deny", "pathPrefix": f"/second/{n}/"})
@@ -335,7 +335,7 @@ async def test_propose_rule_adds_restrict_only_rules_for_this_agent(
         with db.write() as session:
             for rule, _ in rules_of_org(session, setup.org_id, now=now()):
                 if rule.source == "chat":
-                    remove_rule(session, rule_id=rule.id, actor="test:person", now=now())
+                    remove_rule(session, PERSON, rule_id=rule.id, now=now())
         error = error_of(await client.call_tool("propose_rule", {"kind": "deny", "pathPrefix": "/third/"}))
         assert (error["code"], error["max"]) == ("rule_limit_reached", 20)
 

@@ -17,6 +17,7 @@ from server.chain.service import ChainService
 from server.kit.clock import FrozenClock
 from server.kit.db import Database
 from server.models import Agent, AuditEvent, PaymentIntent
+from server.models.enums import RuleScope
 from server.payments import holds
 from server.payments.errors import ApprovalMismatch, IllegalTransition
 from server.payments.jobs import ExpireAuthorizations
@@ -24,10 +25,18 @@ from server.payments.ledger import update_intent
 from server.policy.rule_service import add_rule, rules_for_agent
 from server.policy.service import PolicyChanges
 from server.settings import Settings
+from server.tenancy.service import rule_target
 from tests.support.ledger import CENT, PAYEE, agent_of, authorize_held_now, facts, reserve_now
 from tests.support.paywarden import settings_for
 from tests.support.principals import OPERATOR
-from tests.support.tenants import AgentSetup, change_policy, make_agent, make_member, make_team, pin_payee
+from tests.support.tenants import (
+    AgentSetup,
+    change_policy,
+    make_agent,
+    make_member,
+    make_team,
+    pin_payee,
+)
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)  # a Wednesday
 OTHER_PAYEE = "0x2222222222222222222222222222222222222222"
@@ -275,8 +284,7 @@ def _limit(db: Database, scope: str, ref: str, usd: str, window: str = "day", **
     with db.write() as session:
         return add_rule(
             session,
-            scope=scope,  # type: ignore[arg-type]
-            scope_ref=ref,
+            target=rule_target(session, OPERATOR, RuleScope(scope), ref),
             kind="limit",
             host=terms.get("host"),
             path_prefix=terms.get("path"),

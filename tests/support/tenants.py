@@ -7,26 +7,28 @@ from dataclasses import dataclass
 from decimal import Decimal
 from urllib.parse import urlsplit
 
-from auth.scopes import AGENT_SCOPES
+from auth.scopes import AGENT_SCOPES, Scope
 from auth.tokens import issue_access_token
 from server.catalog.service import add_entry
 from server.kit.clock import SystemClock
 from server.kit.crypto import MasterKey
 from server.kit.db import Database
+from server.models.enums import Role
 from server.policy.model import host_patterns
-from server.policy.service import PolicyChanges, set_policy
+from server.policy.service import KEEP, PolicyChanges, set_policy
 from server.settings import Settings
 from server.tenancy.service import (
     create_agent,
     create_member,
     create_org,
     create_team,
-    find_agent,
     find_member,
     find_org,
     find_team,
+    get_agent,
 )
 from server.wallets.service import import_local_key, parse_private_key
+from tests.support.principals import OPERATOR
 
 ACTOR = "test:setup"
 
@@ -47,7 +49,7 @@ def make_agent(
     daily_cap: str = "10.00",
     network: str = "eip155:84532",
     wallet_key: str | None = None,
-    scopes: frozenset[str] = AGENT_SCOPES,
+    scopes: frozenset[Scope] = AGENT_SCOPES,
     org_name: str | None = None,
     step_up: str | None = None,
     org_id: str | None = None,
@@ -61,7 +63,7 @@ def make_agent(
     now = SystemClock().now()
     with db.write() as session:
         if org_id is not None:
-            org = find_org(session, org_id)
+            org = find_org(session, OPERATOR, org_id)
         else:
             org = create_org(session, name=org_name or f"org-{secrets.token_hex(4)}", actor=ACTOR, now=now)
         agent = create_agent(
@@ -71,14 +73,14 @@ def make_agent(
             network=network,
             actor=ACTOR,
             now=now,
-            team=find_team(session, team_id, org_id=org.id) if team_id else None,
-            member=find_member(session, member_id, org_id=org.id) if member_id else None,
+            team=find_team(session, OPERATOR, team_id, org_id=org.id) if team_id else None,
+            member=find_member(session, OPERATOR, member_id, org_id=org.id) if member_id else None,
         )
         changes = PolicyChanges(
             allow_hosts=host_patterns("allow", allow_hosts),
             max_usd_per_tx=Decimal(max_per_tx),
             daily_cap_usd=Decimal(daily_cap),
-            **({"step_up_threshold_usd": Decimal(step_up)} if step_up else {}),
+            step_up_threshold_usd=Decimal(step_up) if step_up else KEEP,
         )
         set_policy(session, agent=agent, changes=changes, actor=ACTOR, now=now)
         if wallet_key is not None:
@@ -105,7 +107,7 @@ def make_agent(
 
 def change_policy(db: Database, agent_id: str, changes: PolicyChanges) -> int:
     with db.write() as session:
-        agent = find_agent(session, agent_id)
+        agent = get_agent(session, OPERATOR, agent_id)
         return set_policy(session, agent=agent, changes=changes, actor=ACTOR, now=SystemClock().now()).version
 
 
@@ -139,19 +141,21 @@ def pin_payee(
 def make_team(db: Database, org_id: str, name: str = "team") -> str:
     with db.write() as session:
         return create_team(
-            session, org=find_org(session, org_id), name=name, actor=ACTOR, now=SystemClock().now()
+            session, org=find_org(session, OPERATOR, org_id), name=name, actor=ACTOR, now=SystemClock().now()
         ).id
 
 
-def make_member(db: Database, org_id: str, *, role: str = "approver", email: str | None = None) -> str:
+def make_member(
+    db: Database, org_id: str, *, role: Role | str = Role.APPROVER, email: str | None = None
+) -> str:
     import secrets
 
     with db.write() as session:
         created = create_member(
             session,
-            org=find_org(session, org_id),
+            org=find_org(session, OPERATOR, org_id),
             email=email or f"person-{secrets.token_hex(3)}@example.com",
-            role=role,
+            role=Role(role),
             actor=ACTOR,
             now=SystemClock().now(),
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from sqlalchemy import update
+from sqlmodel import col
 
 from server.audit.service import AuditDataError, first_broken_link, record
 from server.kit.clock import SystemClock
@@ -22,7 +23,9 @@ def test_events_chain_and_an_edit_breaks_the_chain_at_that_event(db: Database) -
         assert first_broken_link(session, org.id) is None
     with db.write() as session:
         session.execute(
-            update(AuditEvent).where(AuditEvent.org_id == org.id, AuditEvent.seq == 3).values(data={"n": 99})
+            update(AuditEvent)
+            .where(col(AuditEvent.org_id) == org.id, col(AuditEvent.seq) == 3)
+            .values(data={"n": 99})
         )
     with db.read() as session:
         broken = first_broken_link(session, org.id)

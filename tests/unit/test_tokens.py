@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 from sqlmodel import select
 
+from auth.principal import Principal
 from auth.scopes import Scope, ScopeError, parse_scopes
 from auth.tokens import hash_secret, issue_access_token, revoke_token
 from auth.verifier import InvalidToken, TokenVerifier
@@ -78,7 +79,7 @@ def test_expired_revoked_foreign_and_unknown_tokens_are_refused(db: Database) ->
 
     token_id, token = _issue(db, org_id, agent_id, clock)
     with db.write() as session:
-        revoke_token(session, token_id=token_id, actor="test", now=clock.now())
+        revoke_token(session, Principal.operator("test"), token_id=token_id, now=clock.now())
     with pytest.raises(InvalidToken, match="revoked"):
         verifier.verify(token, audience=AUDIENCE)
 

@@ -8,26 +8,26 @@ rule; only a person can.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
-from pydantic import BaseModel, WithJsonSchema
+from pydantic import WithJsonSchema
 
 from auth.scopes import Scope
-from server.kit.clock import isoformat
 from server.mcp.content import ok_result
 from server.mcp.context import principal_for
 from server.mcp.errors import to_tool_error
+from server.mcp.schemas.rules import ProposeRuleResult
 from server.policy.chat_rules import (
     DEFAULT_EXPIRES_IN_HOURS,
     MAX_EXPIRES_IN_HOURS,
     parse_proposal,
 )
-from server.policy.rule_service import RuleRejected, propose_chat_rule, rule_document
+from server.policy.rule_service import RuleRejected, propose_chat_rule
 from server.policy.rules import RuleError
 from server.services import Services
-from server.tenancy.service import find_agent
+from server.tenancy.service import get_agent
 
 DESCRIPTION = (
     "Add a spending rule that only restricts this agent, when the user asks for one in the "
@@ -37,9 +37,6 @@ DESCRIPTION = (
     "rules are in force at once and 20 can be proposed per hour; an identical rule is not added "
     "twice. Only a person can change or remove a rule."
 )
-ADDED = "The rule is in force for this agent only. Only a person can change or remove it."
-ALREADY = "An identical rule is already in force for this agent, so nothing was added."
-
 Kind = Annotated[Any, WithJsonSchema({"type": "string", "enum": ["limit", "deny"]})]
 LimitUsd = Annotated[
     Any,
@@ -76,18 +73,6 @@ ExpiresInHours = Annotated[
 ]
 
 
-class ProposeRuleResult(BaseModel):
-    ruleId: str
-    added: bool
-    kind: Literal["limit", "deny"]
-    limitUsd: str | None
-    window: Literal["day", "week", "month"] | None
-    host: str | None
-    pathPrefix: str | None
-    expiresAt: str | None  # None only when the identical rule in force was set by a person
-    message: str
-
-
 def register(mcp: MCPServer, services: Services) -> None:
     @mcp.tool(
         name="propose_rule",
@@ -119,13 +104,13 @@ def register(mcp: MCPServer, services: Services) -> None:
             try:
                 proposal = parse_proposal({name: value for name, value in given.items() if value is not None})
             except RuleError as exc:
-                raise RuleRejected(reason=exc.reason, fields=list(exc.fields)) from exc
+                raise RuleRejected.from_error(exc) from exc
             agent_id = principal.agent_id
             assert agent_id is not None
 
-            def write() -> dict[str, Any]:
+            def write() -> ProposeRuleResult:
                 with services.db.write() as session:
-                    agent = find_agent(session, agent_id, org_id=principal.org_id)
+                    agent = get_agent(session, principal, agent_id)
                     rule, added = propose_chat_rule(
                         session,
                         agent=agent,
@@ -133,19 +118,9 @@ def register(mcp: MCPServer, services: Services) -> None:
                         actor=principal.actor,
                         now=services.clock.now(),
                     )
-                document = rule_document(rule)
-                return {
-                    "ruleId": rule.id,
-                    "added": added,
-                    "kind": rule.kind,
-                    "limitUsd": document["limitUsd"],
-                    "window": rule.window,
-                    "host": rule.host,
-                    "pathPrefix": rule.path_prefix,
-                    "expiresAt": isoformat(rule.expires_at) if rule.expires_at else None,
-                    "message": ADDED if added else ALREADY,
-                }
+                return ProposeRuleResult.of(rule, added=added)
 
-            return ok_result(await services.db.run(write))
+            result = await services.db.run(write)
+            return ok_result(result.model_dump(mode="json"))
         except Exception as exc:
             return to_tool_error(exc, tool="propose_rule")

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import typer
 
-from server.catalog.service import add_entry, entry_document
+from server.catalog.service import add_entry
+from server.cli import schemas
 from server.cli.context import cli_context
-from server.cli.output import emit, reported_errors
+from server.cli.output import JSON, emit, reported_errors
 from server.policy.model import usd_setting
 
 app = typer.Typer(help="The catalog of listed sellers.", no_args_is_help=True)
@@ -23,7 +24,7 @@ def catalog_add(
     pay_to: list[str] = typer.Option(
         None, "--pay-to", help="A receiving address to pin (repeat). None: the seller rotates its address."
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    as_json: bool = JSON,
 ) -> None:
     """Add a seller to the catalog."""
     with reported_errors():
@@ -42,5 +43,4 @@ def catalog_add(
                 actor=ctx.actor,
                 now=ctx.clock.now(),
             )
-            document = entry_document(entry)
-        emit(document, as_json=as_json)
+        emit(schemas.catalog_entry(entry), as_json=as_json)

@@ -7,50 +7,19 @@ usual path is the approval page, signed in with a passkey.
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
-
 import typer
 
 from server.approvals import service as approvals
+from server.cli import schemas
 from server.cli.context import cli_context
-from server.cli.output import emit, fail, reported_errors
-from server.kit.clock import isoformat
-from server.kit.money import format_usd
-from server.models import Approval
+from server.cli.output import JSON, emit, fail, reported_errors
 from server.models.enums import ApprovalStatus
 from server.payments import holds
 from server.tenancy.service import find_org
 
 app = typer.Typer(help="Payments waiting for a human.", no_args_is_help=True)
 
-JSON = typer.Option(False, "--json", help="Print one JSON object.")
 STATUSES = [str(status) for status in ApprovalStatus]
-
-
-def approval_document(approval: Approval, now: datetime) -> dict[str, Any]:
-    """An approval as an operator sees it: everything the agent sees, and who decided."""
-    view = approvals.agent_view(approval, now)
-    return {
-        "approvalId": approval.id,
-        "status": str(approvals.effective_status(approval, now)),
-        "intentId": approval.intent_id,
-        "amountUsd": format_usd(approval.amount_atomic, atomic=True),
-        "host": approval.host,
-        "reason": str(approval.reason),
-        "createdAt": isoformat(approval.created_at),
-        "decidedAt": isoformat(approval.decided_at) if approval.decided_at else None,
-        "expiresAt": isoformat(view.expires_at),
-        "agentId": approval.agent_id,
-        "payTo": approval.pay_to,
-        "network": approval.network,
-        "resource": approval.resource,
-        "thresholdUsd": None
-        if approval.threshold_atomic is None
-        else format_usd(approval.threshold_atomic, atomic=True),
-        "decidedBy": approval.decided_by,
-        "versions": approval.decision.get("versions"),
-    }
 
 
 @app.command("list")
@@ -66,15 +35,15 @@ def approvals_list(
             fail(f"--status must be one of {', '.join(STATUSES)}")
         now = ctx.clock.now()
         with ctx.db.read() as session:
-            organisation = find_org(session, org)
+            organisation = find_org(session, ctx.principal, org)
             rows = approvals.newest(
                 session,
                 ctx.principal,
                 org_id=organisation.id,
                 status=None if status is None else ApprovalStatus(status),
             )
-            documents = [approval_document(row, now) for row in rows]
-        emit({"orgId": organisation.id, "approvals": documents}, as_json=as_json)
+            document = schemas.approvals_of_org(organisation, rows, now)
+        emit(document, as_json=as_json)
 
 
 @app.command("decide")
@@ -101,5 +70,5 @@ def approvals_decide(
                 via="cli_break_glass",
                 now=now,
             )
-            document = approval_document(approval, now)
+            document = schemas.approval(approval, now)
         emit(document, as_json=as_json)

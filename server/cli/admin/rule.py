@@ -7,17 +7,16 @@ from __future__ import annotations
 
 import typer
 
+from server.cli import schemas
 from server.cli.context import cli_context
-from server.cli.output import emit, reported_errors
+from server.cli.output import JSON, emit, reported_errors
 from server.policy.model import usd_setting
-from server.policy.rule_service import add_rule, change_rule, remove_rule, rule_document, rules_of_org
+from server.policy.rule_service import add_rule, change_rule, parse_scope, remove_rule, rules_of_org
 from server.policy.rules import KINDS, SCOPES
 from server.policy.windows import WINDOWS
-from server.tenancy.service import find_org
+from server.tenancy.service import find_org, rule_target
 
 app = typer.Typer(help="Spending rules beyond an agent's own policy.", no_args_is_help=True)
-
-JSON = typer.Option(False, "--json", help="Print one JSON object.")
 
 
 @app.command("add")
@@ -39,8 +38,7 @@ def rule_add(
         with ctx.db.write() as session:
             rule = add_rule(
                 session,
-                scope=scope,  # type: ignore[arg-type]  # checked by resolve_scope
-                scope_ref=scope_id,
+                target=rule_target(session, ctx.principal, parse_scope(scope), scope_id),
                 kind=kind,
                 host=host,
                 path_prefix=path_prefix,
@@ -49,7 +47,7 @@ def rule_add(
                 actor=ctx.actor,
                 now=ctx.clock.now(),
             )
-        emit({**rule_document(rule), "ruleId": rule.id}, as_json=as_json)
+        emit(schemas.rule(rule), as_json=as_json)
 
 
 @app.command("set")
@@ -65,12 +63,12 @@ def rule_set(
         with ctx.db.write() as session:
             rule = change_rule(
                 session,
+                ctx.principal,
                 rule_id=rule_id,
                 limit_usd=usd_setting("limit-usd", limit_usd),
-                actor=ctx.actor,
                 now=ctx.clock.now(),
             )
-        emit(rule_document(rule), as_json=as_json)
+        emit(schemas.rule(rule), as_json=as_json)
 
 
 @app.command("remove")
@@ -80,8 +78,8 @@ def rule_remove(rule_id: str = typer.Argument(..., help="Rule id."), as_json: bo
         ctx = cli_context()
         ctx.require_current_schema()
         with ctx.db.write() as session:
-            rule = remove_rule(session, rule_id=rule_id, actor=ctx.actor, now=ctx.clock.now())
-        emit({"ruleId": rule.id, "version": rule.version, "removed": True}, as_json=as_json)
+            rule = remove_rule(session, ctx.principal, rule_id=rule_id, now=ctx.clock.now())
+        emit(schemas.rule_removed(rule), as_json=as_json)
 
 
 @app.command("list")
@@ -92,12 +90,6 @@ def rule_list(
     with reported_errors():
         ctx = cli_context()
         with ctx.db.read() as session:
-            organisation = find_org(session, org)
+            organisation = find_org(session, ctx.principal, org)
             rules = rules_of_org(session, organisation.id, now=ctx.clock.now())
-        emit(
-            {
-                "orgId": organisation.id,
-                "rules": [{**rule_document(rule), "scopeId": sid} for rule, sid in rules],
-            },
-            as_json=as_json,
-        )
+        emit(schemas.rules_of_org(organisation, rules), as_json=as_json)

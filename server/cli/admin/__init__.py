@@ -1,0 +1,27 @@
+"""`paywarden admin ...`: one module per command group, each a thin layer over the domain services.
+
+Commands act as the operator (`CliContext.principal`), open one unit of work, and print what the
+services return through server/cli/schemas.py.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from server.cli.admin import agent, approvals, catalog, member, org, policy, rule, team, token, wallet
+
+app = typer.Typer(
+    help="Administer organisations, teams, members, agents, policies, rules, approvals, the catalog, "
+    "wallets and tokens.",
+    no_args_is_help=True,
+)
+app.add_typer(org.app, name="org")
+app.add_typer(agent.app, name="agent")
+app.add_typer(policy.app, name="policy")
+app.add_typer(wallet.app, name="wallet")
+app.add_typer(token.app, name="token")
+app.add_typer(team.app, name="team")
+app.add_typer(member.app, name="member")
+app.add_typer(rule.app, name="rule")
+app.add_typer(approvals.app, name="approvals")
+app.add_typer(catalog.app, name="catalog")

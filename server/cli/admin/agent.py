@@ -1,0 +1,47 @@
+"""`paywarden admin agent ...`: create agents, each in a team and under a member if asked."""
+
+from __future__ import annotations
+
+import typer
+
+from server.cli import schemas
+from server.cli.context import cli_context
+from server.cli.output import JSON, emit, reported_errors
+from server.settings import BASE_SEPOLIA
+from server.tenancy.service import create_agent, find_member, find_org, find_team
+
+app = typer.Typer(help="Agents.", no_args_is_help=True)
+
+
+@app.command("create")
+def agent_create(
+    org: str = typer.Option(..., "--org", help="Organisation id or name."),
+    name: str = typer.Option(..., "--name", help="A name unique in the organisation."),
+    network: str = typer.Option(
+        BASE_SEPOLIA, "--network", help="eip155:8453 (Base) or eip155:84532 (Base Sepolia)."
+    ),
+    team: str | None = typer.Option(None, "--team", help="Team id or name: the team's rules apply too."),
+    member: str | None = typer.Option(
+        None, "--member", help="Member id or email: the person whose daily sub-cap this agent shares."
+    ),
+    as_json: bool = JSON,
+) -> None:
+    """Create an agent. It starts with a policy that allows no host until you set one, and a
+    weekly limit of 5 times its daily cap."""
+    with reported_errors():
+        ctx = cli_context()
+        ctx.require_current_schema()
+        principal = ctx.principal
+        with ctx.db.write() as session:
+            organisation = find_org(session, principal, org)
+            created = create_agent(
+                session,
+                org=organisation,
+                name=name,
+                network=network,
+                actor=ctx.actor,
+                now=ctx.clock.now(),
+                team=find_team(session, principal, team, org_id=organisation.id) if team else None,
+                member=find_member(session, principal, member, org_id=organisation.id) if member else None,
+            )
+        emit(schemas.agent(created), as_json=as_json)

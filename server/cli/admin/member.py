@@ -1,0 +1,70 @@
+"""`paywarden admin member create`: the people of an organisation, each with a role and, if asked,
+a daily sub-cap over all their agents."""
+
+from __future__ import annotations
+
+import typer
+
+from server.cli import schemas
+from server.cli.context import cli_context
+from server.cli.output import JSON, emit, reported_errors
+from server.models.enums import RuleKind, RuleScope, RuleWindow
+from server.policy.model import usd_setting
+from server.policy.rule_service import add_rule
+from server.policy.rules import RuleTarget
+from server.tenancy.service import ROLES, create_member, find_org, parse_role
+
+app = typer.Typer(help="Members: the people of an organisation.", no_args_is_help=True)
+
+
+@app.command("create")
+def member_create(
+    org: str = typer.Option(..., "--org", help="Organisation id or name."),
+    email: str = typer.Option(..., "--email", help="The person's email address."),
+    role: str = typer.Option(..., "--role", help=" | ".join(ROLES)),
+    daily_cap: str | None = typer.Option(
+        None, "--daily-cap", help="The member's daily sub-cap in USD, summed over all their agents."
+    ),
+    as_json: bool = JSON,
+) -> None:
+    """Create a member and print a one-time enrolment link for their first passkey.
+
+    An agent that belongs to a member (`admin agent create --member`) can pay only under the
+    member's daily sub-cap; without one it cannot pay at all.
+    """
+    with reported_errors():
+        ctx = cli_context()
+        ctx.require_current_schema()
+        now = ctx.clock.now()
+        cap = None if daily_cap is None else usd_setting("daily-cap", daily_cap)
+        with ctx.db.write() as session:
+            created = create_member(
+                session,
+                org=find_org(session, ctx.principal, org),
+                email=email,
+                role=parse_role(role),
+                actor=ctx.actor,
+                now=now,
+            )
+            member = created.member
+            rule_id = None
+            if cap is not None:
+                rule_id = add_rule(
+                    session,
+                    target=RuleTarget(RuleScope.MEMBER, member.id, member.org_id),
+                    kind=RuleKind.LIMIT,
+                    host=None,
+                    path_prefix=None,
+                    limit_usd=cap,
+                    window=RuleWindow.DAY,
+                    actor=ctx.actor,
+                    now=now,
+                ).id
+        emit(
+            schemas.member_created(
+                member,
+                enroll_url=f"{ctx.settings.public_url}/enroll/{created.enroll_token}",
+                daily_cap_rule_id=rule_id,
+            ),
+            as_json=as_json,
+        )

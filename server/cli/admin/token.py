@@ -1,0 +1,81 @@
+"""`paywarden admin token ...`: issue agent and admin tokens, and revoke them."""
+
+from __future__ import annotations
+
+import typer
+
+from auth.scopes import Scope, ScopeError, parse_scopes
+from auth.tokens import DEFAULT_TTL_SECONDS, issue_access_token, revoke_token
+from server.cli import schemas
+from server.cli.context import cli_context
+from server.cli.output import JSON, emit, fail, reported_errors
+from server.tenancy.service import find_org, get_agent
+
+app = typer.Typer(help="Access tokens.", no_args_is_help=True)
+
+
+@app.command("issue")
+def token_issue(
+    agent: str | None = typer.Option(None, "--agent", help="Agent id: an agent token for /mcp."),
+    scopes: str | None = typer.Option(
+        None, "--scopes", help='Space-separated, e.g. "payments:read payments:write".'
+    ),
+    admin: bool = typer.Option(False, "--admin", help="An admin token for /api/v1 instead."),
+    org: str | None = typer.Option(None, "--org", help="Organisation, with --admin."),
+    ttl: int = typer.Option(DEFAULT_TTL_SECONDS, "--ttl", help="Lifetime in seconds."),
+    as_json: bool = JSON,
+) -> None:
+    """Issue a token. It is shown once; only its hash is stored."""
+    with reported_errors():
+        if admin == (agent is not None):
+            fail("give either --agent AGENT --scopes ... or --admin --org ORG")
+        ctx = cli_context()
+        ctx.require_current_schema()
+        now = ctx.clock.now()
+        with ctx.db.write() as session:
+            if agent is not None:
+                if not scopes:
+                    fail("--scopes is required with --agent")
+                try:
+                    granted = parse_scopes(scopes, for_agent=True)
+                except ScopeError as exc:
+                    fail(str(exc))
+                target = get_agent(session, ctx.principal, agent)
+                issued = issue_access_token(
+                    session,
+                    org_id=target.org_id,
+                    agent_id=target.id,
+                    scopes=granted,
+                    audience=ctx.settings.mcp_url,
+                    ttl_seconds=ttl,
+                    created_by=ctx.actor,
+                    now=now,
+                )
+            else:
+                if org is None:
+                    fail("--org is required with --admin")
+                organisation = find_org(session, ctx.principal, org)
+                issued = issue_access_token(
+                    session,
+                    org_id=organisation.id,
+                    agent_id=None,
+                    scopes=frozenset({Scope.ADMIN}),
+                    audience=ctx.settings.admin_api_audience,
+                    ttl_seconds=ttl,
+                    created_by=ctx.actor,
+                    now=now,
+                )
+        emit(schemas.token_issued(issued), as_json=as_json)
+
+
+@app.command("revoke")
+def token_revoke(
+    token_id: str = typer.Argument(..., help="Token id (tok_...)."), as_json: bool = JSON
+) -> None:
+    """Revoke a token at once."""
+    with reported_errors():
+        ctx = cli_context()
+        ctx.require_current_schema()
+        with ctx.db.write() as session:
+            row = revoke_token(session, ctx.principal, token_id=token_id, now=ctx.clock.now())
+        emit(schemas.token_revoked(row), as_json=as_json)
