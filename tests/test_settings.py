@@ -1,11 +1,96 @@
-"""Configuration added with this issue is validated at start-up like the rest."""
+"""Settings: validated at start-up with one-line errors; keys never in configuration."""
 
 from __future__ import annotations
 
+import os
+import stat
+from pathlib import Path
+
 import pytest
 
+from server.kit.crypto import MasterKey, MasterKeyError, SealError, load_or_create_master_key_file
 from server.settings import ConfigError, load_settings
 from tests.support.paywarden import TEST_MASTER_KEY
+
+KEY = MasterKey(b"\x01" * 32).encode()
+
+
+@pytest.mark.parametrize(
+    ("environ", "fragment"),
+    [
+        ({"PAYWARDEN_FETCH_TIMEOUT_MS": "500"}, "PAYWARDEN_FETCH_TIMEOUT_MS"),
+        ({"PAYWARDEN_MAX_RESPONSE_BYTES": "20000000"}, "PAYWARDEN_MAX_RESPONSE_BYTES"),
+        ({"PAYWARDEN_PUBLIC_URL": "http://paywarden.example.com"}, "https"),
+        ({"PAYWARDEN_PUBLIC_URL": "https://user:pw@paywarden.example.com"}, "credentials"),
+        ({"PAYWARDEN_DATABASE_URL": "mysql://x"}, "PAYWARDEN_DATABASE_URL"),
+        ({"PAYWARDEN_RPC_URLS": '{"eip155:1": "http://x"}'}, "not a supported network"),
+        ({"PAYWARDEN_ASSETS": '{"eip155:8453": "0x12"}'}, "40 hex"),
+        ({"PAYWARDEN_LOG_FORMAT": "xml"}, "PAYWARDEN_LOG_FORMAT"),
+        ({"PAYWARDEN_SLACK_WEBHOOK_URL": "https://evil.example/hook"}, "hooks.slack.com"),
+        ({"PAYWARDEN_MASTER_KEY": "0x" + "ab" * 32}, "looks like a private key"),
+        ({"PAYWARDEN_MASTER_KEY": "pwmk_short"}, "PAYWARDEN_MASTER_KEY"),
+        ({"PAYWARDEN_MASTER_KEY": "pwmk_AAAA"}, "32 bytes"),
+        ({"PAYWARDEN_MASTER_KEY": "secret"}, "pwmk_"),
+        (
+            {"PAYWARDEN_RPC_URLS": '{"eip155:84532": "http://rpc/' + "cd" * 32 + '"}'},
+            "looks like a private key",
+        ),
+    ],
+)
+def test_invalid_or_unsafe_values_stop_with_one_line(environ: dict[str, str], fragment: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(environ={"PAYWARDEN_MASTER_KEY": KEY, **environ})
+    message = str(caught.value)
+    assert fragment in message
+    assert "\n" not in message
+
+
+def test_a_variable_named_for_import_may_hold_a_key() -> None:
+    key = "0x" + "ab" * 32
+    settings = load_settings(
+        exempt=["PAYWARDEN_IMPORT_ME"], environ={"PAYWARDEN_MASTER_KEY": KEY, "PAYWARDEN_IMPORT_ME": key}
+    )
+    assert settings.public_url == "http://127.0.0.1:8402"
+
+
+def test_defaults_and_derived_urls() -> None:
+    settings = load_settings(
+        environ={"PAYWARDEN_MASTER_KEY": KEY, "PAYWARDEN_PUBLIC_URL": "https://pw.example.com/"}
+    )
+    assert settings.mcp_url == "https://pw.example.com/mcp"
+    assert settings.resource_metadata_url == "https://pw.example.com/.well-known/oauth-protected-resource/mcp"
+    assert settings.assets["eip155:8453"].lower() == "0x833589fcd6edb6e08f4c7c32d4f71b54bda02913"
+    assert settings.fetch_timeout_ms == 30_000
+
+
+def test_the_master_key_file_is_created_0600_once(tmp_path: Path) -> None:
+    path = tmp_path / ".paywarden-master-key"
+    first = load_or_create_master_key_file(path)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert path.read_text().startswith("pwmk_")
+    assert load_or_create_master_key_file(path).encode() == first.encode()
+
+
+def test_a_master_key_file_others_can_read_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / ".paywarden-master-key"
+    load_or_create_master_key_file(path)
+    os.chmod(path, 0o644)
+    with pytest.raises(MasterKeyError, match="chmod 600"):
+        load_or_create_master_key_file(path)
+
+
+def test_sealed_values_open_only_with_the_same_key_and_context() -> None:
+    key = MasterKey.generate()
+    sealed = key.seal(b"secret", context="wallet:wal_1")
+    assert key.open(sealed, context="wallet:wal_1") == b"secret"
+    with pytest.raises(SealError):
+        key.open(sealed, context="wallet:wal_2")
+    with pytest.raises(SealError):
+        MasterKey.generate().open(sealed, context="wallet:wal_1")
+    tampered = sealed[:-1] + bytes([sealed[-1] ^ 1])
+    with pytest.raises(SealError):
+        key.open(tampered, context="wallet:wal_1")
+    assert MasterKey.parse(key.encode()).open(sealed, context="wallet:wal_1") == b"secret"
 
 
 def test_the_database_pool_size_is_bounded() -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 
 import pytest
@@ -30,7 +29,7 @@ from tests.support.hostile_seller import (  # noqa: F401 (pytest finds fixtures 
     HostileSeller,
     fixture_hostile_seller,
 )
-from tests.support.paywarden import RunningServer, chain_environ, error_of, mcp_client, serve, structured
+from tests.support.paywarden import RunningServer, error_of, mcp_client, serve, structured
 from tests.support.tenants import AgentSetup, make_agent, pin_payee
 from tests.support.x402_wire import TRANSFER_WITH_AUTHORIZATION_TYPES
 
@@ -41,21 +40,6 @@ SUBMITTER = 3  # anvil account that submits authorisations signed outside Paywar
 TRANSFER_WITH_AUTHORIZATION = (
     "transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,uint8,bytes32,bytes32)"
 )
-
-
-@pytest.fixture
-def paywarden(db: Database, anvil: Anvil, test_usdc: TestToken) -> Iterator[RunningServer]:
-    with serve(db.url, extra=chain_environ(rpc_url=anvil.rpc_url, token_address=test_usdc.address)) as server:
-        yield server
-
-
-@pytest.fixture
-async def chain(anvil: Anvil) -> AsyncIterator[ChainService]:
-    service = ChainService({NETWORK: anvil.rpc_url})
-    try:
-        yield service
-    finally:
-        await service.aclose()
 
 
 def sign_and_submit(
@@ -184,11 +168,13 @@ async def test_money_moved_outside_paywarden_is_flagged_and_paywardens_own_is_no
             "transfer_without_authorization",
             "approval",
         ]
-        by_kind = {f.kind: f for f in found}
+        by_kind = {str(f.kind): f for f in found}
         assert by_kind["unknown_nonce"].amount_atomic == 1234
         assert by_kind["unknown_nonce"].counterparty == stranger.lower()
         assert by_kind["pay_to_mismatch"].intent_id == lost["intentId"]
-        assert by_kind["pay_to_mismatch"].tx_hash == "0x" + bytes(hijack["transactionHash"]).hex()  # type: ignore[arg-type]
+        hijack_hash = hijack["transactionHash"]
+        assert isinstance(hijack_hash, bytes)
+        assert by_kind["pay_to_mismatch"].tx_hash == "0x" + hijack_hash.hex()
         assert by_kind["transfer_without_authorization"].amount_atomic == 5000
         assert (by_kind["approval"].counterparty, by_kind["approval"].amount_atomic) == (
             spender.lower(),

@@ -46,12 +46,12 @@ def _call_graph() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
             tree = ast.parse(path.read_text(encoding="utf-8"))
             for node in _top_level_functions(tree):
                 graph[node.name] |= _references(node)
-            for node in ast.walk(tree):
-                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                    for decorator in node.decorator_list:
+            for walked in ast.walk(tree):
+                if isinstance(walked, ast.FunctionDef | ast.AsyncFunctionDef):
+                    for decorator in walked.decorator_list:
                         name = _tool_name(decorator)
                         if name is not None:
-                            tools[name] = _references(node)
+                            tools[name] = _references(walked)
     return graph, tools
 
 

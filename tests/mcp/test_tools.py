@@ -13,7 +13,7 @@ import pytest
 from auth.principal import Principal
 from auth.scopes import Scope
 from server.kit.db import Database
-from server.models.enums import RuleScope
+from server.models.enums import IntentStatus, RuleScope
 from server.payments import holds
 from server.payments.ledger import update_intent
 from server.policy.rule_service import add_rule, remove_rule, rules_of_org
@@ -190,13 +190,18 @@ async def test_list_payments_newest_first_with_host_not_url(server: RunningServe
         ids.append(reservation.intent.id)
     with db.write() as session:
         update_intent(
-            session, OPERATOR, intent_id=ids[0], to="submitted", now=now(), event="payment.submitted"
+            session,
+            OPERATOR,
+            intent_id=ids[0],
+            to=IntentStatus.SUBMITTED,
+            now=now(),
+            event="payment.submitted",
         )
         update_intent(
             session,
             OPERATOR,
             intent_id=ids[0],
-            to="settled",
+            to=IntentStatus.SETTLED,
             now=now(),
             event="payment.settled",
             tx_hash="0x" + "ab" * 32,

@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import anyio
 import pytest
-from sqlmodel import select
+from sqlmodel import col, select
 
 from server.approvals import service as approvals
 from server.approvals.errors import ApprovalDenied, ApprovalExpired, Forbidden
@@ -17,12 +17,13 @@ from server.chain.service import ChainService
 from server.kit.clock import FrozenClock
 from server.kit.db import Database
 from server.models import Agent, AuditEvent, PaymentIntent
-from server.models.enums import RuleScope
+from server.models.enums import IntentStatus, RuleScope
 from server.payments import holds
 from server.payments.errors import ApprovalMismatch, IllegalTransition
 from server.payments.jobs import ExpireAuthorizations
 from server.payments.ledger import update_intent
 from server.policy.rule_service import add_rule, rules_for_agent
+from server.policy.rules import Rule
 from server.policy.service import PolicyChanges
 from server.settings import Settings
 from server.tenancy.service import rule_target
@@ -69,7 +70,7 @@ def events(db: Database, org_id: str) -> list[str]:
         return [
             e.type
             for e in session.exec(
-                select(AuditEvent).where(AuditEvent.org_id == org_id).order_by(AuditEvent.seq)
+                select(AuditEvent).where(AuditEvent.org_id == org_id).order_by(col(AuditEvent.seq))
             )
         ]
 
@@ -93,7 +94,7 @@ def test_an_allowed_payment_is_authorised_and_counts_at_once(db: Database, setti
     assert events(db, setup.org_id)[-1] == "payment.denied"
 
 
-def rules_for_agent_now(db: Database, agent_id: str) -> list[object]:
+def rules_for_agent_now(db: Database, agent_id: str) -> list[Rule]:
     with db.read() as session:
         return list(rules_for_agent(session, agent_of(db, agent_id), now=NOW))
 
@@ -114,7 +115,12 @@ def test_a_failed_payment_counts_until_its_valid_before(db: Database, settings: 
     assert paid.intent is not None
     with db.write() as session:
         update_intent(
-            session, OPERATOR, intent_id=paid.intent.id, to="failed", now=NOW, event="payment.failed"
+            session,
+            OPERATOR,
+            intent_id=paid.intent.id,
+            to=IntentStatus.FAILED,
+            now=NOW,
+            event="payment.failed",
         )
     assert reserve_now(db, setup.agent_id, facts("next-0001"), NOW).kind == "denied"
     after = datetime.fromtimestamp(paid.intent.valid_before + 1, UTC)
@@ -273,7 +279,12 @@ def test_a_payee_once_paid_by_the_organisation_is_not_new(db: Database, settings
     assert reserve_now(db, second.agent_id, facts("second-1"), NOW).kind == "held"
     with db.write() as session:
         update_intent(
-            session, OPERATOR, intent_id=done.intent.id, to="submitted", now=NOW, event="payment.submitted"
+            session,
+            OPERATOR,
+            intent_id=done.intent.id,
+            to=IntentStatus.SUBMITTED,
+            now=NOW,
+            event="payment.submitted",
         )
     assert reserve_now(db, second.agent_id, facts("second-2"), NOW).kind == "authorized"
     other_org = agent(db, settings, pin=False)
@@ -379,7 +390,12 @@ def test_the_reconciler_expires_what_can_no_longer_happen(db: Database, settings
     assert sent.intent
     with db.write() as session:
         update_intent(
-            session, OPERATOR, intent_id=sent.intent.id, to="submitted", now=NOW, event="payment.submitted"
+            session,
+            OPERATOR,
+            intent_id=sent.intent.id,
+            to=IntentStatus.SUBMITTED,
+            now=NOW,
+            event="payment.submitted",
         )
     held_setup = agent(db, settings, pin=False)
     held = reserve_now(db, held_setup.agent_id, facts("held-late", pay_to=OTHER_PAYEE), NOW)
@@ -408,18 +424,28 @@ def test_settled_is_final_when_the_sellers_answer_comes_later(db: Database, sett
     assert paid.intent is not None
     with db.write() as session:
         update_intent(
-            session, OPERATOR, intent_id=paid.intent.id, to="submitted", now=NOW, event="payment.submitted"
+            session,
+            OPERATOR,
+            intent_id=paid.intent.id,
+            to=IntentStatus.SUBMITTED,
+            now=NOW,
+            event="payment.submitted",
         )
         # A replay found the transfer on-chain before the seller's answer was recorded...
         update_intent(
-            session, OPERATOR, intent_id=paid.intent.id, to="settled", now=NOW, event="payment.settled"
+            session,
+            OPERATOR,
+            intent_id=paid.intent.id,
+            to=IntentStatus.SETTLED,
+            now=NOW,
+            event="payment.settled",
         )
         # ...and the answer, recorded afterwards, does not move it back.
         update_intent(
             session,
             OPERATOR,
             intent_id=paid.intent.id,
-            to="settlement_pending",
+            to=IntentStatus.SETTLEMENT_PENDING,
             now=NOW,
             event="payment.receipt",
             seller_status=200,
@@ -427,4 +453,6 @@ def test_settled_is_final_when_the_sellers_answer_comes_later(db: Database, sett
     row = intent(db, paid.intent.id)
     assert (row.status, row.seller_status) == ("settled", 200)
     with db.write() as session, pytest.raises(IllegalTransition):
-        update_intent(session, OPERATOR, intent_id=paid.intent.id, to="authorized", now=NOW, event="x")
+        update_intent(
+            session, OPERATOR, intent_id=paid.intent.id, to=IntentStatus.AUTHORIZED, now=NOW, event="x"
+        )

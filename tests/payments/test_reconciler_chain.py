@@ -14,6 +14,7 @@ from server.chain.service import ChainService
 from server.kit.clock import FrozenClock
 from server.kit.db import Database
 from server.models import PaymentIntent
+from server.models.enums import IntentStatus
 from server.payments.jobs import ExpireAuthorizations
 from server.payments.ledger import update_intent
 from server.x402.authorization import TRANSFER_WITH_AUTHORIZATION_TYPES
@@ -80,7 +81,12 @@ async def test_lapsed_sent_payments_are_settled_or_expired_from_chain_logs(
         with db.write() as session:
             rows.append(
                 update_intent(
-                    session, OPERATOR, intent_id=reservation.intent.id, to="submitted", now=now, event="x"
+                    session,
+                    OPERATOR,
+                    intent_id=reservation.intent.id,
+                    to=IntentStatus.SUBMITTED,
+                    now=now,
+                    event="x",
                 )
             )
     landed, vanished = rows

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from server.kit.db import Database
+from server.models.enums import IntentStatus
 from server.payments import holds
 from server.payments.fingerprint import request_fingerprint
 from server.payments.inputs import validate_fetch_paid
@@ -72,7 +73,12 @@ async def test_in_flight_failed_and_reused_keys(server: RunningServer, db: Datab
         assert error["code"] == "idempotency_key_reused"
         with db.write() as session:
             update_intent(
-                session, OPERATOR, intent_id=intent_id, to="failed", now=now(), event="payment.failed"
+                session,
+                OPERATOR,
+                intent_id=intent_id,
+                to=IntentStatus.FAILED,
+                now=now(),
+                event="payment.failed",
             )
         error = error_of(await client.call_tool("fetch_paid", {"url": URL, "idempotencyKey": "inflight-1"}))
         assert (error["code"], error["intentId"]) == ("intent_not_replayable", intent_id)
@@ -132,7 +138,12 @@ async def test_held_keys_answer_for_their_approval(server: RunningServer, db: Da
         assert used.kind == "authorized"
         with db.write() as session:
             update_intent(
-                session, OPERATOR, intent_id=held.intent.id, to="failed", now=now(), event="payment.failed"
+                session,
+                OPERATOR,
+                intent_id=held.intent.id,
+                to=IntentStatus.FAILED,
+                now=now(),
+                event="payment.failed",
             )
         error = error_of(await client.call_tool("fetch_paid", {"url": URL, "idempotencyKey": "held-key-1"}))
         assert (error["code"], error["intentId"]) == ("approval_consumed", held.intent.id)

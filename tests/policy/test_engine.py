@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from server.models.enums import RuleKind, RuleScope, RuleWindow
 from server.policy.engine import (
     HOLD_ORDER,
     REASON_ORDER,
@@ -49,10 +50,10 @@ def limit(rule_id: str, usd: str, *, scope: str = "agent", window: str = "day", 
     return Rule(
         id=rule_id,
         version=1,
-        scope=scope,  # type: ignore[arg-type]
-        kind="limit",
+        scope=RuleScope(scope),
+        kind=RuleKind.LIMIT,
         limit_atomic=int(Decimal(usd) * 1_000_000),
-        window=window,  # type: ignore[arg-type]
+        window=RuleWindow(window),
         **terms,
     )
 
@@ -100,7 +101,7 @@ DENIALS: list[tuple[str, Policy, tuple[Rule, ...], Usage, Payment, Context]] = [
     (
         "rule_denied",
         POLICY,
-        (Rule("r_deny", 2, "team", "deny", host="api.example.com"),),
+        (Rule("r_deny", 2, RuleScope.TEAM, RuleKind.DENY, host="api.example.com"),),
         Usage(),
         PAYMENT,
         KNOWN,
@@ -173,7 +174,7 @@ def test_the_table_covers_every_reason() -> None:
 
 def test_rule_denials_name_the_rules_and_their_scopes() -> None:
     rules = (
-        Rule("r_deny", 2, "team", "deny", path_prefix="/v1/"),
+        Rule("r_deny", 2, RuleScope.TEAM, RuleKind.DENY, path_prefix="/v1/"),
         limit("r_org", "0.05", scope="org", window="month"),
         limit("r_other_host", "0.00", host="other.example"),  # not selected by this payment
     )
@@ -227,7 +228,13 @@ def test_wildcards_match_subdomains_only_and_an_empty_list_allows_nothing() -> N
 
 
 HOLDS: list[tuple[str, Policy, tuple[Rule, ...], Payment, Context]] = [
-    ("rule", POLICY, (Rule("r_hold", 1, "org", "hold", host="*.example.com"),), PAYMENT, KNOWN),
+    (
+        "rule",
+        POLICY,
+        (Rule("r_hold", 1, RuleScope.ORG, RuleKind.HOLD, host="*.example.com"),),
+        PAYMENT,
+        KNOWN,
+    ),
     (
         "catalog_new_host",
         replace(POLICY, allow_hosts=(), allow_catalog_hosts=True),
@@ -263,7 +270,7 @@ def test_a_hold_has_one_reason_the_first_in_order() -> None:
     payment = replace(PAYMENT, instruction_like_description=True)
     listing = CatalogListing(frozenset())  # rotating payee: listed, nothing pinned
     everything = (policy, payment, Context(catalog=listing, pay_to_known=False))
-    hold_rule = Rule("r_hold", 4, "agent", "hold")
+    hold_rule = Rule("r_hold", 4, RuleScope.AGENT, RuleKind.HOLD)
     decision = evaluate(everything[0], (hold_rule,), Usage(), everything[1], everything[2])
     assert (decision.hold_reason, decision.rules, decision.rule_scopes) == (
         "rule",
@@ -289,8 +296,8 @@ def test_a_payee_pinned_by_the_catalog_for_the_host_is_not_new() -> None:
 
 
 def test_rules_break_no_hold_into_an_allow_and_deny_beats_hold() -> None:
-    hold = Rule("r_hold", 1, "org", "hold")
-    deny = Rule("r_deny", 1, "agent", "deny", path_prefix="/v1/")
+    hold = Rule("r_hold", 1, RuleScope.ORG, RuleKind.HOLD)
+    deny = Rule("r_deny", 1, RuleScope.AGENT, RuleKind.DENY, path_prefix="/v1/")
     decision = evaluate(POLICY, (hold, deny), Usage(), PAYMENT, KNOWN)
     assert decision.outcome == "deny"
     assert decision.reasons == ("rule_denied",)

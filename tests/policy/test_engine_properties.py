@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from server.models.enums import RuleKind, RuleScope, RuleSource, RuleWindow
 from server.policy.chat_rules import parse_proposal
 from server.policy.engine import REASON_ORDER, CatalogListing, Context, Payment, Usage, evaluate
 from server.policy.model import ChallengeRules, Policy, Velocity
@@ -92,10 +93,10 @@ def rule_sets(draw: st.DrawFn) -> list[tuple[Rule, int]]:
     """Rules with the agent that owns them (used only for agent-scoped rules)."""
     out: list[tuple[Rule, int]] = []
     for index in range(draw(st.integers(0, 5))):
-        kind = draw(st.sampled_from(("limit", "limit", "deny", "hold")))
-        scope = draw(st.sampled_from(("agent", "team", "member", "org")))
-        limit = draw(st.integers(0, 500_000)) if kind == "limit" else None
-        window = draw(st.sampled_from(("day", "week", "month"))) if kind == "limit" else None
+        kind = draw(st.sampled_from((RuleKind.LIMIT, RuleKind.LIMIT, RuleKind.DENY, RuleKind.HOLD)))
+        scope = draw(st.sampled_from(tuple(RuleScope)))
+        limit = draw(st.integers(0, 500_000)) if kind == RuleKind.LIMIT else None
+        window = draw(st.sampled_from(tuple(RuleWindow))) if kind == RuleKind.LIMIT else None
         rule = Rule(
             id=f"r{index}",
             version=draw(st.integers(1, 9)),
@@ -288,7 +289,7 @@ def test_counted_spend_never_exceeds_any_cap(
         now += timedelta(seconds=advance)
         mine = [rule for rule, owner in owned if agent in group(rule, owner)]
         usage = Usage(
-            spent_today_atomic=spent(ledger, {agent}, window_start("day", now)),
+            spent_today_atomic=spent(ledger, {agent}, window_start(RuleWindow.DAY, now)),
             window_tx_count=sum(
                 1
                 for e in ledger
@@ -310,7 +311,7 @@ def test_counted_spend_never_exceeds_any_cap(
             ledger.append(Entry(now, agent, host, path, amount))
 
         for each in AGENTS:
-            assert spent(ledger, {each}, window_start("day", now)) <= atomic(policy.daily_cap_usd)
+            assert spent(ledger, {each}, window_start(RuleWindow.DAY, now)) <= atomic(policy.daily_cap_usd)
         for rule, owner in owned:
             if rule.kind == "limit" and rule.window is not None and rule.limit_atomic is not None:
                 assert (
@@ -381,13 +382,13 @@ def test_no_proposed_rule_can_widen_what_the_policy_allows(
     chat = Rule(
         "chat-0000abcd",
         1,
-        "agent",
+        RuleScope.AGENT,
         proposal.kind,
         host=proposal.host,
         path_prefix=proposal.path_prefix,
         limit_atomic=proposal.limit_atomic,
         window=proposal.window,
-        source="chat",
+        source=RuleSource.CHAT,
     )
     rules = [rule for rule, _ in owned]
     before = evaluate(policy, rules, usage, payment, context)

@@ -9,16 +9,28 @@ are its own. The seller's PAYMENT-SIGNATURE counters are shared too: compare bef
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import NamedTuple
 
 import pytest
 
+from server.chain.service import ChainService
+from server.kit.db import Database
+from server.settings import BASE_SEPOLIA
 from tests.support.chain import Anvil, TestToken, anvil_binary, deploy_test_usdc, fresh_wallet
+from tests.support.paywarden import RunningServer, chain_environ, serve
 from tests.support.plugin import require
 from tests.support.seller import Seller, start_seller
 
-__all__ = ["FundedWallet", "fixture_anvil", "fixture_funded_wallet", "fixture_seller", "fixture_test_usdc"]
+__all__ = [
+    "FundedWallet",
+    "fixture_anvil",
+    "fixture_chain",
+    "fixture_funded_wallet",
+    "fixture_paywarden",
+    "fixture_seller",
+    "fixture_test_usdc",
+]
 
 ANVIL_MISSING = "anvil not installed: run `make test-deps` (npm ci --prefix tests/support/node)"
 
@@ -78,3 +90,20 @@ def fixture_funded_wallet(test_usdc: TestToken) -> FundedWallet:
     address, private_key = fresh_wallet()
     test_usdc.mint(address, FUNDED_WALLET_ATOMIC)
     return FundedWallet(address, private_key)
+
+
+@pytest.fixture(name="paywarden")
+def fixture_paywarden(db: Database, anvil: Anvil, test_usdc: TestToken) -> Iterator[RunningServer]:
+    """A Paywarden server (on both databases, through `db`) that pays and checks settlements on anvil."""
+    with serve(db.url, extra=chain_environ(rpc_url=anvil.rpc_url, token_address=test_usdc.address)) as server:
+        yield server
+
+
+@pytest.fixture(name="chain")
+async def fixture_chain(anvil: Anvil) -> AsyncIterator[ChainService]:
+    """Paywarden's own read access to anvil, for tests that run a job's pass themselves."""
+    service = ChainService({BASE_SEPOLIA: anvil.rpc_url})
+    try:
+        yield service
+    finally:
+        await service.aclose()

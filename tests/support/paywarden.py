@@ -114,7 +114,7 @@ def serve(
 @asynccontextmanager
 async def mcp_client(url: str, token: str, *, mode: str = "auto") -> AsyncIterator[Client]:
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
-    async with http, Client(streamable_http_client(url, http_client=http), mode=mode) as client:  # type: ignore[arg-type]
+    async with http, Client(streamable_http_client(url, http_client=http), mode=mode) as client:
         yield client
 
 

@@ -89,7 +89,7 @@ class SoftAuthenticator:
             private_key=ec.generate_private_key(ec.SECP256R1()),
         )
         attested = AttestedCredentialData.create(
-            AAGUID, credential.credential_id, ES256.from_cryptography_key(credential.private_key.public_key())
+            AAGUID, credential.credential_id, _cose_key(credential.private_key)
         )
         flags = self._flags() | AuthenticatorData.FLAG.AT
         auth_data = AuthenticatorData.create(sha256(rp_id.encode()), flags, credential.sign_count, attested)
@@ -175,3 +175,9 @@ def _public_key_options(options: Options) -> dict[str, Any]:
 
 def _host(origin: str) -> str:
     return urlsplit(origin).hostname or ""
+
+
+def _cose_key(private_key: ec.EllipticCurvePrivateKey) -> ES256:
+    """The credential's public key in COSE form (fido2 leaves this constructor untyped)."""
+    key: ES256 = ES256.from_cryptography_key(private_key.public_key())  # type: ignore[no-untyped-call]
+    return key

@@ -10,6 +10,7 @@ import time
 
 import httpx
 import pytest
+from web3 import Web3
 
 from tests.support.chain import DEV_ACCOUNTS, Anvil, TestToken, fresh_wallet
 from tests.support.fixtures_chain import (  # noqa: F401 (pytest finds fixtures by their registered names)
@@ -36,7 +37,7 @@ pytestmark = pytest.mark.chain
 def test_anvil_serves_the_dev_accounts_on_chain_84532(anvil: Anvil) -> None:
     assert anvil.w3.eth.chain_id == 84532
     assert [a.lower() for a in anvil.w3.eth.accounts] == [a.address.lower() for a in DEV_ACCOUNTS]
-    assert anvil.w3.eth.get_balance(DEV_ACCOUNTS[1].address) > 0
+    assert anvil.w3.eth.get_balance(Web3.to_checksum_address(DEV_ACCOUNTS[1].address)) > 0
 
 
 def test_usdc_looks_like_usdc(test_usdc: TestToken) -> None:

@@ -3,9 +3,6 @@ reserved or recorded; and fetch_paid's denials by rules beyond the agent, with t
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
-
 import pytest
 from sqlmodel import func, select
 
@@ -14,18 +11,11 @@ from server.models import PaymentIntent
 from tests.support.chain import TestToken
 from tests.support.cli import run_cli
 from tests.support.fixtures_chain import FundedWallet
-from tests.support.paywarden import RunningServer, chain_environ, error_of, mcp_client, serve, structured
+from tests.support.paywarden import RunningServer, error_of, mcp_client, structured
 from tests.support.seller import Seller
 from tests.support.tenants import make_agent, make_member, make_team, pin_payee
 
 pytestmark = [pytest.mark.anyio, pytest.mark.chain]
-
-
-@pytest.fixture
-def paywarden(db: Database, anvil: Any, test_usdc: TestToken) -> Iterator[RunningServer]:
-    extra = chain_environ(rpc_url=anvil.rpc_url, token_address=test_usdc.address)
-    with serve(db.url, extra=extra) as server:
-        yield server
 
 
 def intents(db: Database) -> int:

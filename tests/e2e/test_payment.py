@@ -3,14 +3,12 @@ which pays a real x402 seller whose facilitator settles on anvil. Runs on SQLite
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from server.kit.db import Database
 from tests.support.chain import TestToken
 from tests.support.fixtures_chain import FundedWallet
-from tests.support.paywarden import RunningServer, chain_environ, error_of, mcp_client, serve, structured
+from tests.support.paywarden import RunningServer, error_of, mcp_client, structured
 from tests.support.seller import Seller
 from tests.support.tenants import make_agent, pin_payee
 
@@ -19,16 +17,22 @@ pytestmark = [pytest.mark.anyio, pytest.mark.chain]
 PREMIUM = 10_000  # 0.01 USDC
 
 
-@pytest.fixture
-def paywarden(db: Database, anvil: object, test_usdc: TestToken) -> Iterator[RunningServer]:
-    extra = chain_environ(rpc_url=anvil.rpc_url, token_address=test_usdc.address)  # type: ignore[attr-defined]
-    with serve(db.url, extra=extra) as server:
-        yield server
-
-
-def _agent(server: RunningServer, db: Database, wallet: FundedWallet, seller: Seller, **policy: str) -> str:
+def _agent(
+    server: RunningServer,
+    db: Database,
+    wallet: FundedWallet,
+    seller: Seller,
+    *,
+    max_per_tx: str = "1.00",
+    daily_cap: str = "10.00",
+) -> str:
     setup = make_agent(
-        db, server.settings, allow_hosts=["127.0.0.1"], wallet_key=wallet.private_key, **policy
+        db,
+        server.settings,
+        allow_hosts=["127.0.0.1"],
+        wallet_key=wallet.private_key,
+        max_per_tx=max_per_tx,
+        daily_cap=daily_cap,
     )
     # These tests are not about the first-payment hold for a new payee: the catalog pins it.
     pin_payee(db, url=seller.url("/premium"), pay_to=seller.pay_to)

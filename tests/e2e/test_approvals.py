@@ -4,7 +4,6 @@ Runs on SQLite and PostgreSQL with real payments on anvil."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -28,12 +27,6 @@ REPORT = 500_000  # 0.50 USDC
 
 def _extra(anvil: Any, test_usdc: TestToken) -> dict[str, str]:
     return chain_environ(rpc_url=anvil.rpc_url, token_address=test_usdc.address)
-
-
-@pytest.fixture
-def paywarden(db: Database, anvil: Any, test_usdc: TestToken) -> Iterator[RunningServer]:
-    with serve(db.url, extra=_extra(anvil, test_usdc)) as server:
-        yield server
 
 
 class Money:

@@ -21,6 +21,7 @@ from server.chain.service import ChainService
 from server.kit.clock import SystemClock
 from server.kit.db import Database
 from server.models import AuditEvent, PaymentIntent
+from server.models.enums import IntentStatus
 from server.payments.jobs import SettlementReconciler
 from server.policy.service import PolicyChanges
 from tests.support.chain import Anvil, TestToken, free_port, fresh_wallet
@@ -72,15 +73,6 @@ def agent(
 async def client(paywarden: RunningServer, agent: AgentSetup) -> AsyncIterator[Client]:
     async with mcp_client(paywarden.mcp_url, agent.token) as connected:
         yield connected
-
-
-@pytest.fixture
-async def chain(anvil: Anvil, test_usdc: TestToken) -> AsyncIterator[ChainService]:
-    service = ChainService({"eip155:84532": anvil.rpc_url})
-    try:
-        yield service
-    finally:
-        await service.aclose()
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -614,9 +606,9 @@ async def test_a_receipt_that_cannot_be_recorded_is_reported_unknown(
     update = PurchaseService._update
 
     def failing_update(
-        self: PurchaseService, principal: Any, intent_id: str, to: str, event: str, **fields: Any
+        self: PurchaseService, principal: Any, intent_id: str, to: IntentStatus, event: str, **fields: Any
     ) -> Any:
-        if to == "settlement_pending":
+        if to == IntentStatus.SETTLEMENT_PENDING:
             raise OperationalError("UPDATE payment_intents", {}, Exception("database went away"))
         return update(self, principal, intent_id, to, event, **fields)
 

@@ -62,7 +62,7 @@ def _token(db: Database, server: RunningServer, *, audience: str, agent: bool = 
             session,
             org_id=setup.org_id,
             agent_id=setup.agent_id if agent else None,
-            scopes=frozenset({Scope.PAYMENTS_READ}) if agent else frozenset({"admin"}),
+            scopes=frozenset({Scope.PAYMENTS_READ}) if agent else frozenset({Scope.ADMIN}),
             audience=audience,
             ttl_seconds=600,
             created_by="test",
