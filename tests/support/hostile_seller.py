@@ -54,6 +54,7 @@ class Exchange:
     body: bytes
     writer: asyncio.StreamWriter
     aborted: bool = False
+    target: str = ""  # the request line's target exactly as it arrived, query included
 
     @property
     def scenario(self) -> str:
@@ -160,8 +161,10 @@ class ScriptedServer:
                 break
         assert request is not None
         headers = {name.decode().lower(): value.decode("latin-1") for name, value in request.headers}
-        target = request.target.decode()
-        return Exchange(request.method.decode(), target.split("?", 1)[0], headers, body, writer)
+        target = request.target.decode("latin-1")
+        return Exchange(
+            request.method.decode(), target.split("?", 1)[0], headers, body, writer, target=target
+        )
 
 
 def _b64(document: dict[str, Any]) -> str:
