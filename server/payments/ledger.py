@@ -51,6 +51,7 @@ class PurchaseFacts:
     payer: str
     wallet_mode: WalletMode | None  # None only for a quote from an agent without a wallet
     instruction_like_description: bool = False
+    via_paths: tuple[str, ...] = ()  # paths requested before the one that asked for payment
 
     def payment(self) -> Payment:
         return Payment(
@@ -62,6 +63,7 @@ class PurchaseFacts:
             amount_atomic=self.selection.amount_atomic,
             resource_host=self.resource_host,
             instruction_like_description=self.instruction_like_description,
+            via_paths=self.via_paths,
         )
 
 
@@ -84,9 +86,13 @@ def decision_record(decision: Decision, facts: PurchaseFacts) -> dict[str, Any]:
         "policyVersion": decision.policy_version,
         "versions": decision.versions,
         "holdReason": decision.hold_reason,
+        "holdReasons": list(decision.hold_reasons),
         "rules": list(decision.rules),
         "ruleScopes": dict(decision.rule_scopes),
         "host": facts.host,
+        "path": facts.path,
+        "resource": facts.resource,
+        "viaPaths": list(facts.via_paths),
         "network": facts.selection.network,
         "payTo": facts.selection.pay_to,
         "amountUsd": format_usd(facts.selection.amount_atomic, atomic=True),

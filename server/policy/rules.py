@@ -11,9 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from server.kit.errors import InvalidInput
 from server.models.enums import RuleKind, RuleScope, RuleSource
 from server.policy.hosts import HostPatternError, host_matches, normalize_pattern
 from server.policy.windows import WINDOWS, Window
+from server.sellers.urls import canonical_path_prefix
 
 SCOPES: tuple[RuleScope, ...] = tuple(RuleScope)
 KINDS: tuple[RuleKind, ...] = tuple(RuleKind)
@@ -85,6 +87,17 @@ def valid_path_prefix(prefix: str) -> bool:
     )
 
 
+def clean_path_prefix(prefix: str) -> str | None:
+    """A path prefix in the form request paths are judged in (server/sellers/urls.py), so `/%7Ea`
+    selects `/~a`; None when it has no such form (an ambiguous escape, a dot segment)."""
+    if not valid_path_prefix(prefix):
+        return None
+    try:
+        return canonical_path_prefix(prefix)
+    except (InvalidInput, ValueError):  # an ambiguous escape or a dot segment: a prefix of nothing judged
+        return None
+
+
 def clean_terms(
     *,
     kind: str,
@@ -102,8 +115,10 @@ def clean_terms(
             clean_host = normalize_pattern(host)
         except HostPatternError as exc:
             raise RuleError("invalid_host", ("host",)) from exc
-    if path_prefix is not None and not valid_path_prefix(path_prefix):
-        raise RuleError("invalid_path_prefix", ("pathPrefix",))
+    if path_prefix is not None:
+        path_prefix = clean_path_prefix(path_prefix)
+        if path_prefix is None:
+            raise RuleError("invalid_path_prefix", ("pathPrefix",))
     if kind == RuleKind.LIMIT:
         if limit_atomic is None or limit_atomic < 0:
             raise RuleError("invalid_limit", ("limitUsd",))

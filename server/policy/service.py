@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from decimal import Decimal
 
@@ -14,6 +14,7 @@ from server.kit.errors import PaywardenError
 from server.kit.ids import new_id
 from server.models import Agent, PolicyVersion
 from server.policy.model import ChallengeRules, Policy, PolicyError, Velocity
+from server.policy.rules import clean_path_prefix
 from server.settings import SUPPORTED_NETWORKS
 
 _UNSET = object()
@@ -77,9 +78,22 @@ def apply_changes(policy: Policy, changes: PolicyChanges) -> Policy:
     }
     if changes.step_up_threshold_usd is not _UNSET:
         updates["step_up_threshold_usd"] = changes.step_up_threshold_usd
+    if changes.challenge is not None:
+        updates["challenge"] = _clean_challenge(changes.challenge)
     updated = policy.with_changes(version=policy.version + 1, **updates)
     _validate(updated)
     return updated
+
+
+def _clean_challenge(challenge: ChallengeRules) -> ChallengeRules:
+    """Challenge path prefixes in the form request paths are judged in."""
+    prefixes: list[str] = []
+    for prefix in challenge.path_prefixes:
+        clean = clean_path_prefix(prefix)
+        if clean is None:
+            raise PolicyError(f"challenge-path: {prefix!r} is not a path prefix such as /v1/search")
+        prefixes.append(clean)
+    return replace(challenge, path_prefixes=tuple(prefixes))
 
 
 def _validate(policy: Policy) -> None:
