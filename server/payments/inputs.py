@@ -182,3 +182,15 @@ def _validate_headers(value: Any) -> dict[str, str]:
             raise InvalidInput(InputReason.RESERVED_HEADER, header=lowered)
         headers[name] = item
     return headers
+
+
+def validate_quote_payment(
+    arguments: dict[str, Any], *, bearer: str | None, public_host: str, allow_private_hosts: bool
+) -> FetchPaidInput:
+    """quote_payment's input: fetch_paid's, with only the safe methods, checked first."""
+    method = arguments.get("method")
+    if isinstance(method, str) and method and method.upper() not in QUOTE_METHODS:
+        raise InvalidInput(InputReason.METHOD_NOT_QUOTABLE)
+    return validate_fetch_paid(
+        arguments, bearer=bearer, public_host=public_host, allow_private_hosts=allow_private_hosts
+    )
