@@ -38,6 +38,7 @@ def approval_document(approval: Approval, now: datetime) -> dict[str, Any]:
         "amountUsd": format_usd(approval.amount_atomic, atomic=True),
         "host": approval.host,
         "reason": str(approval.reason),
+        "holdReasons": approval.decision.get("holdReasons") or [str(approval.reason)],
         "createdAt": isoformat(approval.created_at),
         "decidedAt": isoformat(approval.decided_at) if approval.decided_at else None,
         "expiresAt": isoformat(view.expires_at),

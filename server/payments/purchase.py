@@ -228,7 +228,7 @@ class PurchaseService:
         outcome = await self._pay(
             principal, reservation.intent, context.wallet, challenge, selection, first, request, deadline
         )
-        if outcome.intent.decision.get("coveredHold") == HoldReason.CATALOG_NEW_HOST:
+        if HoldReason.CATALOG_NEW_HOST in outcome.intent.decision.get("coveredHolds", ()):
             await self._db.run(self._add_catalog_host, principal, context.agent, request.host)
         return outcome
 
