@@ -18,7 +18,12 @@ class ApprovalRepository(TenantRepository[Approval]):
     agent_column = "agent_id"
 
     def for_intent(self, reader: Reader, intent_id: str) -> Approval | None:
-        return self.first(self.readable(reader).where(Approval.intent_id == intent_id))
+        """The intent's approval in force: the one no newer approval superseded."""
+        return self.first(
+            self.readable(reader)
+            .where(Approval.intent_id == intent_id)
+            .where(Approval.status != ApprovalStatus.SUPERSEDED)
+        )
 
     def pending_by_agent(self, *, org_id: str, now: datetime) -> dict[str, int]:
         """Approvals still waiting for a decision in the organisation, counted per agent."""

@@ -3,6 +3,8 @@
 A held payment gets one approval, pending until a member decides or the organisation's TTL runs
 out. Once approved, the agent has 10 minutes to retry with the same idempotency key; the retry
 consumes the approval in the same transaction that authorises the payment, so it can pay once.
+An approval covers the hold reasons it was created for (and, for a rule hold, those rules): a
+retry that meets another one supersedes it with a new approval for the same payment.
 Expiry is computed on every read (`effective_status`) and also written back by the reconciler,
 so both always agree.
 
@@ -161,6 +163,60 @@ def create(
         expires_at=now + timedelta(seconds=repository.ttl_seconds(intent.org_id)),
     )
     return repository.add(approval)
+
+
+def covered(approval: Approval) -> tuple[frozenset[str], frozenset[str]]:
+    """The hold reasons and the hold rules a person saw when deciding this approval."""
+    reasons = approval.decision.get("holdReasons") or [str(approval.reason)]
+    rules = approval.decision.get("rules") or []
+    return frozenset(str(reason) for reason in reasons), frozenset(str(rule) for rule in rules)
+
+
+def uncovered(approval: Approval, *, reasons: tuple[str, ...], rules: tuple[str, ...]) -> tuple[str, ...]:
+    """The hold reasons of a fresh decision that this approval does not cover, in their order: a
+    reason it was not created for, or a `rule` hold by a rule it did not name."""
+    seen_reasons, seen_rules = covered(approval)
+    return tuple(
+        reason
+        for reason in reasons
+        if reason not in seen_reasons or (reason == HoldReason.RULE and not set(rules) <= seen_rules)
+    )
+
+
+def supersede(
+    session: Session,
+    approval: Approval,
+    *,
+    intent: PaymentIntent,
+    reason: HoldReason,
+    threshold_atomic: int | None,
+    decision_record: dict[str, Any],
+    actor: str,
+    now: datetime,
+) -> Approval:
+    """Replace `approval` by a new pending one for the same intent; the old one can never pay."""
+    approval.status = ApprovalStatus.SUPERSEDED
+    session.add(approval)
+    session.flush()  # before the new row: at most one approval of an intent is in force
+    fresh = create(
+        session,
+        intent=intent,
+        reason=reason,
+        threshold_atomic=threshold_atomic,
+        decision_record=decision_record,
+        now=now,
+    )
+    audit(
+        session,
+        org_id=approval.org_id,
+        type="approval.superseded",
+        actor=actor,
+        agent_id=approval.agent_id,
+        subject_id=approval.id,
+        data={"intentId": approval.intent_id, "approvalId": fresh.id, "reason": str(reason)},
+        now=now,
+    )
+    return fresh
 
 
 def consume(approval: Approval, *, now: datetime) -> None:

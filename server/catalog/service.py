@@ -54,7 +54,11 @@ def add_entry(
     if "*" in clean_host or ":" in clean_host:
         raise InvalidInput(InputReason.INVALID_HOST)
     parts = urlsplit(url)
-    if parts.scheme not in ("https", "http") or (parts.hostname or "").lower() != clean_host:
+    try:
+        url_host = normalize_host(parts.hostname or "")
+    except HostPatternError:
+        url_host = None
+    if parts.scheme not in ("https", "http") or url_host != clean_host:
         raise InvalidInput(InputReason.URL_NOT_ON_HOST)
     if network not in SUPPORTED_NETWORKS:
         raise InvalidInput(InputReason.INVALID_NETWORK)

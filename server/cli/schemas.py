@@ -173,6 +173,7 @@ def approval(row: Approval, now: datetime) -> Document:
         "amountUsd": format_usd(row.amount_atomic, atomic=True),
         "host": row.host,
         "reason": str(row.reason),
+        "holdReasons": row.decision.get("holdReasons") or [str(row.reason)],
         "createdAt": isoformat(row.created_at),
         "decidedAt": isoformat(row.decided_at) if row.decided_at else None,
         "expiresAt": isoformat(approvals.agent_view(row, now).expires_at),

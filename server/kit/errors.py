@@ -40,6 +40,7 @@ class InputReason(StrEnum):
     URL_CREDENTIALS = "url_credentials"
     PAYWARDEN_API_URL = "paywarden_api_url"
     INVALID_METHOD = "invalid_method"
+    METHOD_NOT_QUOTABLE = "method_not_quotable"
     INVALID_BODY = "invalid_body"
     BODY_NOT_ALLOWED = "body_not_allowed"
     BODY_TOO_LARGE = "body_too_large"
@@ -73,11 +74,17 @@ class InputReason(StrEnum):
 
 
 _SENTENCES: dict[InputReason, str] = {
-    InputReason.INVALID_URL: "The URL is not a valid absolute URL of at most 2048 characters.",
+    InputReason.INVALID_URL: (
+        "The URL is not a valid absolute URL of at most 2048 characters, or it is spelled in a way "
+        "servers read differently (urlProblem says how), so nothing was sent."
+    ),
     InputReason.HTTPS_REQUIRED: "The URL must be https://.",
     InputReason.URL_CREDENTIALS: "The URL carries a user name or password.",
     InputReason.PAYWARDEN_API_URL: "The URL is Paywarden itself.",
     InputReason.INVALID_METHOD: "The method must be GET, HEAD, POST, PUT, PATCH or DELETE.",
+    InputReason.METHOD_NOT_QUOTABLE: (
+        "A quote only ever sends GET or HEAD, so nothing was sent. Use fetch_paid for other methods."
+    ),
     InputReason.INVALID_BODY: "The body must be a string.",
     InputReason.BODY_NOT_ALLOWED: "A body is not allowed with GET or HEAD.",
     InputReason.BODY_TOO_LARGE: "The body is larger than 256 KB.",

@@ -12,13 +12,24 @@ from typing import Annotated, Any
 from pydantic import WithJsonSchema
 
 from server.models.enums import Origin as OriginValue
-from server.payments.inputs import MAX_BODY_BYTES, METHODS
+from server.payments.inputs import MAX_BODY_BYTES, METHODS, QUOTE_METHODS
 
 Url = Annotated[
     Any,
     WithJsonSchema({"type": "string", "maxLength": 2048, "description": "https:// URL on an allowed host."}),
 ]
 Method = Annotated[Any, WithJsonSchema({"type": "string", "enum": list(METHODS), "default": "GET"})]
+QuoteMethod = Annotated[
+    Any,
+    WithJsonSchema(
+        {
+            "type": "string",
+            "enum": list(QUOTE_METHODS),
+            "default": "GET",
+            "description": "A quote only ever sends GET or HEAD; any other method is refused.",
+        }
+    ),
+]
 Headers = Annotated[
     Any,
     WithJsonSchema(
@@ -37,6 +48,12 @@ RequestBody = Annotated[
     Any,
     WithJsonSchema(
         {"type": "string", "maxLength": MAX_BODY_BYTES, "description": "Not allowed with GET or HEAD."}
+    ),
+]
+QuoteBody = Annotated[
+    Any,
+    WithJsonSchema(
+        {"type": "string", "description": "Never sent: a quote is GET or HEAD, and a body is refused."}
     ),
 ]
 IdempotencyKey = Annotated[

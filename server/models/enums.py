@@ -28,6 +28,7 @@ class ApprovalStatus(StrEnum):
     DENIED = "denied"
     EXPIRED = "expired"
     CONSUMED = "consumed"  # approved, and the retry that paid used it
+    SUPERSEDED = "superseded"  # a retry met a hold it did not cover: a newer approval replaces it
 
 
 class HoldReason(StrEnum):

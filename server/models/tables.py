@@ -216,8 +216,9 @@ class PaymentIntent(SQLModel, table=True):
 
 
 class Approval(SQLModel, table=True):
-    """A held payment waiting for (or decided by) a human. It belongs to exactly one intent, whose
-    idempotency key the agent retries with once the approval is granted."""
+    """A held payment waiting for (or decided by) a human. It belongs to one intent, whose
+    idempotency key the agent retries with once the approval is granted. `decision` records the
+    hold reasons it covers (`holdReasons`) and the hold rules behind them (`rules`)."""
 
     __tablename__ = "approvals"
     __table_args__ = (
@@ -228,7 +229,9 @@ class Approval(SQLModel, table=True):
     id: str = Field(primary_key=True, max_length=40)
     org_id: str = Field(foreign_key="organizations.id", max_length=40)
     agent_id: str = Field(foreign_key="agents.id", max_length=40)
-    intent_id: str = Field(foreign_key="payment_intents.id", unique=True, max_length=40)
+    # One intent may see several approvals in turn (a retry that met a new hold reason supersedes
+    # the old one); at most one of them is not superseded.
+    intent_id: str = Field(foreign_key="payment_intents.id", index=True, max_length=40)
     idempotency_key: str = Field(max_length=128)
     status: ApprovalStatus = _enum(ApprovalStatus, 12)
     reason: HoldReason = _enum(HoldReason, 40)

@@ -146,8 +146,8 @@ class IllegalTransition(PaywardenError):
 class ApprovalMismatch(PaywardenError):
     code = "approval_mismatch"
     message = (
-        "The seller now asks for a different payment (amount, payee or network) than the one a human "
-        "approved, so nothing was paid. Call fetch_paid without idempotencyKey to ask again."
+        "The seller now asks for a different payment (amount, payee, network or resource) than the one "
+        "a human approved, so nothing was paid. Call fetch_paid without idempotencyKey to ask again."
     )
 
 

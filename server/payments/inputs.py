@@ -13,14 +13,15 @@ from urllib.parse import urlsplit
 from server.kit.errors import InputReason, InvalidInput
 from server.kit.money import AmountError, parse_usd
 from server.models.enums import Origin
-from server.policy.hosts import HostPatternError, normalize_host
-from server.sellers.addresses import AddressPolicy, InvalidHost, IPAddress, parse_ip_literal
+from server.sellers.addresses import AddressPolicy, IPAddress, parse_ip_literal
+from server.sellers.urls import InvalidHostName, Target, canonical_host, parse_target
 from server.x402.headers import PAYMENT_HEADERS
 
-MAX_URL_LENGTH = 2048
 MAX_HEADERS = 32
 MAX_BODY_BYTES = 256 * 1024
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+# quote_payment is read-only: it sends nothing that could change something at the seller.
+QUOTE_METHODS = ("GET", "HEAD")
 
 _IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9._:-]{8,128}$")
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
@@ -51,26 +52,25 @@ _CREDENTIAL = re.compile(
 
 @dataclass(frozen=True)
 class FetchPaidInput:
-    url: str
+    target: Target  # the canonical request: judged, recorded and sent as it is
     method: str
     headers: dict[str, str]
     body: bytes | None
     idempotency_key: str | None
     max_amount_usd: Decimal | None
     origin: Origin | None
-    host: str
-    path: str
 
+    @property
+    def url(self) -> str:
+        return self.target.url
 
-_DEFAULT_PORTS = {"http": 80, "https": 443}
+    @property
+    def host(self) -> str:
+        return self.target.host
 
-
-def _literal(host: str) -> IPAddress | None:
-    """The address a numeric host means in any spelling (0x7f.1 is 127.0.0.1), or None for a name."""
-    try:
-        return parse_ip_literal(host)
-    except InvalidHost as exc:
-        raise InvalidInput(InputReason.INVALID_URL) from exc
+    @property
+    def path(self) -> str:
+        return self.target.path
 
 
 def _is_loopback(host: str, literal: IPAddress | None) -> bool:
@@ -82,7 +82,10 @@ def _is_loopback(host: str, literal: IPAddress | None) -> bool:
 def _is_paywarden(host: str, port: int, literal: IPAddress | None, public_host: str) -> bool:
     """The URL points at Paywarden's own public address (any port of a public name)."""
     public = urlsplit("//" + public_host)
-    public_name = (public.hostname or "").rstrip(".").lower()
+    try:
+        public_name = canonical_host(public.hostname or "")
+    except InvalidHostName:
+        return False
     if host != public_name:
         return False
     if literal is not None or host == "localhost":
@@ -101,29 +104,11 @@ def validate_fetch_paid(
     url = arguments.get("url")
     if not isinstance(url, str) or not url:
         raise InvalidInput(InputReason.INVALID_URL)
-    if len(url) > MAX_URL_LENGTH:
-        raise InvalidInput(InputReason.INVALID_URL)
-    if any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in url) or "\\" in url:
-        raise InvalidInput(InputReason.INVALID_URL)
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError as exc:
-        raise InvalidInput(InputReason.INVALID_URL) from exc
-    if parts.scheme and parts.scheme not in ("https", "http"):
+    target = parse_target(url)
+    literal = parse_ip_literal(target.host)  # canonical: an address is already its one spelling
+    if target.scheme == "http" and not (allow_private_hosts and _is_loopback(target.host, literal)):
         raise InvalidInput(InputReason.HTTPS_REQUIRED)
-    if not parts.scheme or not parts.hostname:
-        raise InvalidInput(InputReason.INVALID_URL)
-    if parts.username is not None or parts.password is not None:
-        raise InvalidInput(InputReason.URL_CREDENTIALS)
-    try:
-        host = normalize_host(parts.hostname)
-    except HostPatternError as exc:
-        raise InvalidInput(InputReason.INVALID_URL) from exc
-    literal = _literal(host)
-    if parts.scheme == "http" and not (allow_private_hosts and _is_loopback(host, literal)):
-        raise InvalidInput(InputReason.HTTPS_REQUIRED)
-    if _is_paywarden(host, port or _DEFAULT_PORTS[parts.scheme], literal, public_host):
+    if _is_paywarden(target.host, target.port, literal, public_host):
         raise InvalidInput(InputReason.PAYWARDEN_API_URL)
 
     method = arguments.get("method") or "GET"
@@ -163,20 +148,19 @@ def validate_fetch_paid(
             raise InvalidInput(InputReason.INVALID_ORIGIN)
         origin = Origin(raw_origin)
 
-    texts = [url, *(f"{k}: {v}" for k, v in headers.items()), body_value or "", key or ""]
+    # The URL as given and as it will be sent: decoding an escape can spell a credential out.
+    texts = [url, target.url, *(f"{k}: {v}" for k, v in headers.items()), body_value or "", key or ""]
     if any(_contains_credential(text, bearer) for text in texts):
         raise InvalidInput(InputReason.CONTAINS_CREDENTIAL)
 
     return FetchPaidInput(
-        url=url,
+        target=target,
         method=method,
         headers=headers,
         body=body,
         idempotency_key=key,
         max_amount_usd=max_amount,
         origin=origin,
-        host=host,
-        path=parts.path or "/",
     )
 
 
@@ -198,3 +182,15 @@ def _validate_headers(value: Any) -> dict[str, str]:
             raise InvalidInput(InputReason.RESERVED_HEADER, header=lowered)
         headers[name] = item
     return headers
+
+
+def validate_quote_payment(
+    arguments: dict[str, Any], *, bearer: str | None, public_host: str, allow_private_hosts: bool
+) -> FetchPaidInput:
+    """quote_payment's input: fetch_paid's, with only the safe methods, checked first."""
+    method = arguments.get("method")
+    if isinstance(method, str) and method and method.upper() not in QUOTE_METHODS:
+        raise InvalidInput(InputReason.METHOD_NOT_QUOTABLE)
+    return validate_fetch_paid(
+        arguments, bearer=bearer, public_host=public_host, allow_private_hosts=allow_private_hosts
+    )

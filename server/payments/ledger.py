@@ -51,6 +51,7 @@ class PurchaseFacts:
     payer: str
     wallet_mode: WalletMode | None  # None only for a quote from an agent without a wallet
     instruction_like_description: bool = False
+    via_paths: tuple[str, ...] = ()  # paths requested before the one that asked for payment
 
     def payment(self) -> Payment:
         return Payment(
@@ -62,6 +63,7 @@ class PurchaseFacts:
             amount_atomic=self.selection.amount_atomic,
             resource_host=self.resource_host,
             instruction_like_description=self.instruction_like_description,
+            via_paths=self.via_paths,
         )
 
 
@@ -84,9 +86,13 @@ def decision_record(decision: Decision, facts: PurchaseFacts) -> dict[str, Any]:
         "policyVersion": decision.policy_version,
         "versions": decision.versions,
         "holdReason": decision.hold_reason,
+        "holdReasons": list(decision.hold_reasons),
         "rules": list(decision.rules),
         "ruleScopes": dict(decision.rule_scopes),
         "host": facts.host,
+        "path": facts.path,
+        "resource": facts.resource,
+        "viaPaths": list(facts.via_paths),
         "network": facts.selection.network,
         "payTo": facts.selection.pay_to,
         "amountUsd": format_usd(facts.selection.amount_atomic, atomic=True),
@@ -203,12 +209,12 @@ def reserve(
             _audit(session, agent=agent, type="payment.denied", actor=actor, data=data, now=now)
             return Reservation("queue_full", decision=decision)
         intents.add(intent)
-        threshold = decision.threshold_usd
+        reason = HoldReason(decision.hold_reason or HoldReason.THRESHOLD)
         approval = approvals.create(
             session,
             intent=intent,
-            reason=HoldReason(decision.hold_reason or HoldReason.THRESHOLD),
-            threshold_atomic=None if threshold is None else usd_to_atomic(threshold),
+            reason=reason,
+            threshold_atomic=_threshold_atomic(decision, reason),
             decision_record=record,
             now=now,
         )
@@ -224,6 +230,12 @@ def reserve(
     return Reservation("authorized", decision=decision, intent=intent)
 
 
+def _threshold_atomic(decision: Decision, reason: HoldReason) -> int | None:
+    """The threshold an approval shows: only when it is the approval's reason."""
+    threshold = decision.threshold_usd
+    return usd_to_atomic(threshold) if reason == HoldReason.THRESHOLD and threshold is not None else None
+
+
 def authorize_held(
     session: Session,
     principal: Principal,
@@ -233,7 +245,13 @@ def authorize_held(
     facts: PurchaseFacts,
     now: datetime,
 ) -> Reservation:
-    """The retry of an approved payment: decide again, then authorise the held intent once."""
+    """The retry of an approved payment: decide again, then authorise the held intent once.
+
+    The approval covers the payment a person saw (amount, payee, network, host, resource) and the
+    hold reasons it was created for. A fresh decision that holds for a reason it does not cover (a
+    hold rule added since, instructions that first appear now, a threshold that now applies) pays
+    nothing: the payment waits for a new approval, and the old one can no longer pay.
+    """
     lock_org(session, agent.org_id)
     intents = IntentRepository(session)
     intent = intents.get_readable(principal, intent_id)
@@ -256,6 +274,7 @@ def authorize_held(
         or selection.pay_to.lower() != approval.pay_to.lower()
         or selection.network != approval.network
         or facts.host != approval.host
+        or facts.resource != approval.resource
     ):
         raise ApprovalMismatch(approvalId=approval.id)
 
@@ -268,8 +287,25 @@ def authorize_held(
         _audit(session, agent=agent, type="payment.denied", actor=actor, data=base, now=now, intent=intent)
         return Reservation("denied", decision=decision)
 
-    # Any hold is covered: a human approved exactly this amount, payee, network and host.
+    if decision.outcome == "hold":
+        uncovered = approvals.uncovered(approval, reasons=decision.hold_reasons, rules=decision.rules)
+        if uncovered:
+            return _hold_again(
+                session,
+                agent=agent,
+                intent=intent,
+                approval=approval,
+                decision=decision,
+                record=record,
+                base=base,
+                reason=HoldReason(uncovered[0]),
+                actor=actor,
+                now=now,
+            )
+
+    # Every hold that applies now was seen by the person who approved this very payment.
     record["coveredHold"] = decision.hold_reason
+    record["coveredHolds"] = list(decision.hold_reasons)
     transition(intent, IntentStatus.AUTHORIZED, now=now)
     _authorize(intent, facts=facts, now=now)
     intent.policy_version = decision.policy_version
@@ -279,9 +315,59 @@ def authorize_held(
     approvals.consume(approval, now=now)
     session.add(approval)
     session.flush()
-    data = {**base, "coveredHold": decision.hold_reason, "nonce": intent.nonce}
+    data = {
+        **base,
+        "coveredHold": decision.hold_reason,
+        "coveredHolds": list(decision.hold_reasons),
+        "nonce": intent.nonce,
+    }
     _audit(session, agent=agent, type="payment.authorized", actor=actor, data=data, now=now, intent=intent)
     return Reservation("authorized", decision=decision, intent=intent, approval=approval)
+
+
+def _hold_again(
+    session: Session,
+    *,
+    agent: Agent,
+    intent: PaymentIntent,
+    approval: Approval,
+    decision: Decision,
+    record: dict[str, Any],
+    base: dict[str, Any],
+    reason: HoldReason,
+    actor: str,
+    now: datetime,
+) -> Reservation:
+    """A hold no person saw: the same held intent waits for a new approval, named by `reason`."""
+    full = approvals.queue_full(session, org_id=agent.org_id, agent_id=agent.id, now=now)
+    if full is not None:
+        data = {**base, "queueFull": True, **full}
+        _audit(session, agent=agent, type="payment.denied", actor=actor, data=data, now=now, intent=intent)
+        return Reservation("queue_full", decision=decision)
+    record = {key: value for key, value in record.items() if key != "approvalId"}
+    fresh = approvals.supersede(
+        session,
+        approval,
+        intent=intent,
+        reason=reason,
+        threshold_atomic=_threshold_atomic(decision, reason),
+        decision_record=record,
+        actor=actor,
+        now=now,
+    )
+    intent.policy_version = decision.policy_version
+    intent.decision = record
+    intent.updated_at = now
+    session.add(intent)
+    data = {
+        **base,
+        "approvalId": fresh.id,
+        "supersedes": approval.id,
+        "reason": str(reason),
+        "expiresAt": fresh.expires_at.isoformat(),
+    }
+    _audit(session, agent=agent, type="payment.held", actor=actor, data=data, now=now, intent=intent)
+    return Reservation("held", decision=decision, intent=intent, approval=fresh)
 
 
 def update_intent(

@@ -18,6 +18,7 @@ from server.payments.inputs import FetchPaidInput
 from server.payments.ledger import PurchaseFacts
 from server.policy.model import Policy
 from server.sellers.client import SellerResponse
+from server.sellers.urls import InvalidHostName, canonical_host
 from server.settings import Settings
 from server.x402.challenge import Challenge, ChallengeError, decode_payment_required, decode_v1_body, host_of
 from server.x402.headers import PAYMENT_REQUIRED
@@ -51,11 +52,15 @@ def read_challenge(response: SellerResponse) -> Challenge:
 
 
 def check_resource(host: str, challenge: Challenge, selection: Selection) -> str | None:
-    """The host the challenge asks to be paid for; another host than the URL's is refused."""
+    """The host the challenge asks to be paid for, in the one spelling hosts have; another host
+    than the URL's is refused."""
     named = selection.offer.resource_url or challenge.resource_url
     if named is None:
         return None
-    resource_host = host_of(named)
+    try:
+        resource_host = canonical_host(host_of(named) or "")
+    except InvalidHostName as exc:
+        raise ResourceMismatch() from exc
     if resource_host != host:
         raise ResourceMismatch()
     return resource_host
@@ -100,13 +105,15 @@ def purchase_facts(
     payer: str,
     wallet_mode: WalletMode | None,
 ) -> PurchaseFacts:
+    # The request that answered 402 (after any redirect) is the one judged, counted and paid.
     return PurchaseFacts(
         idempotency_key=key,
         fingerprint=fingerprint,
-        method=request.method,
-        host=request.host,
-        path=request.path,
-        resource=first.url.split("?", 1)[0],
+        method=first.request.method,
+        host=first.target.host,
+        path=first.target.path,
+        resource=first.target.resource,
+        via_paths=tuple(hop.path for hop in first.redirects),
         origin=request.origin,
         x402_version=offered.challenge.x402_version,
         resource_host=offered.resource_host,

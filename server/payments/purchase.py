@@ -1,23 +1,27 @@
 """The purchase flow behind fetch_paid: ask, decide, reserve, sign, send once, record.
 
 Order matters and is the product's promise:
-1. the host is checked against the policy before anything is sent;
-2. a 402's challenge is read and one payable offer chosen, within the call's maxAmountUsd;
+1. the host is checked against the policy before anything is sent, and every request, the first
+   and each same-origin redirect, is judged by the policy before it is sent (location.py);
+2. a 402's challenge is read and one payable offer chosen, within the call's maxAmountUsd; the
+   canonical path that answered it is what the policy judges, the ledger counts and records;
 3. the policy decides and, if it allows, the payment is reserved against every cap atomically; a
    payment that passes every rule but needs a human is held (`pending_approval`) and signs nothing;
 4. the wallet signs an EIP-3009 authorisation whose nonce is derived from the intent;
-5. the signed request goes once to the URL that asked for it, never following a redirect;
+5. the signed request goes once to the URL that asked for it (its method, headers and body as
+   sent), never following a redirect;
 6. the seller's answer is recorded; `settled` is set only from chain logs.
 Any failure after signing leaves the intent in a state that keeps counting against the caps until
 the authorisation can no longer settle, and is reported with the intent and idempotency key.
 A retry with the key of a held payment pays only once a human approved it, after every check above
-has run again.
+has run again, and only if the approval covers every hold reason that applies now.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import datetime
 
 import anyio
 from sqlalchemy.exc import SQLAlchemyError
@@ -53,6 +57,7 @@ from server.payments.errors import (
 )
 from server.payments.fingerprint import new_idempotency_key, request_fingerprint
 from server.payments.inputs import FetchPaidInput
+from server.payments.location import LocationDenied, judge_for
 from server.payments.offer import check_max, purchase_facts, read_offer
 from server.payments.results import (
     FreeOutcome,
@@ -65,8 +70,10 @@ from server.payments.results import (
 from server.payments.settlement import SettlementChecker
 from server.policy.engine import host_allowed
 from server.policy.model import Policy
+from server.policy.rule_service import rules_for_agent
+from server.policy.rules import Rule
 from server.policy.service import add_catalog_host, current_policy
-from server.sellers.client import REDIRECT_STATUSES, SellerClient, SellerRequest, SellerResponse
+from server.sellers.client import REDIRECT_STATUSES, Judge, SellerClient, SellerRequest, SellerResponse
 from server.sellers.errors import ResponseLost, SellerTimeout
 from server.settings import SUPPORTED_NETWORKS, Settings
 from server.signers.base import SignerError
@@ -89,10 +96,15 @@ class AgentContext:
     policy: Policy
     wallet: Wallet | None
     listed: bool  # the catalog lists the requested host
+    rules: tuple[Rule, ...] = ()  # every rule in force for the agent, to judge each request
+
+    def judge(self) -> Judge:
+        return judge_for(self.policy, self.rules, listed=self.listed)
 
 
-def load_context(db: Database, principal: Principal, host: str) -> AgentContext:
-    """The calling agent, its policy in force, its wallet, and whether the catalog lists `host`."""
+def load_context(db: Database, principal: Principal, host: str, now: datetime) -> AgentContext:
+    """The calling agent, its policy and rules in force, its wallet, and whether the catalog lists
+    `host`."""
     assert principal.agent_id is not None
     with db.read() as session:
         agent = get_agent(session, principal, principal.agent_id)
@@ -101,6 +113,7 @@ def load_context(db: Database, principal: Principal, host: str) -> AgentContext:
             current_policy(session, agent.id),
             active_wallet(session, agent.id),
             listing_for(session, host) is not None,
+            tuple(rules_for_agent(session, agent, now=now)),
         )
 
 
@@ -143,7 +156,7 @@ class PurchaseService:
         # paid request.
         deadline = anyio.current_time() + self._settings.fetch_timeout_ms / 1000
         try:
-            context = await self._db.run(load_context, self._db, principal, request.host)
+            context = await self._db.run(load_context, self._db, principal, request.host, self._clock.now())
         except SQLAlchemyError as exc:
             log.exception("could not load the agent's policy")
             raise ControlPlaneUnavailable() from exc
@@ -167,9 +180,15 @@ class PurchaseService:
                 held = existing  # approved: every check runs again below, then it pays once
         key = request.idempotency_key or new_idempotency_key()
 
-        first = await self._sellers.fetch(
-            SellerRequest(request.method, request.url, request.headers, request.body), deadline=deadline
-        )
+        try:
+            first = await self._sellers.fetch(
+                SellerRequest(request.method, request.url, request.headers, request.body),
+                deadline=deadline,
+                judge=context.judge(),
+            )
+        except LocationDenied as denied:
+            await self._db.run(self._audit_denied_before_request, principal, context.agent, denied)
+            raise PolicyDenied.of(denied.decision) from None
         if first.status != 402:
             return FreeOutcome(first.status, request.host, body_of(first), first.redirect_not_followed)
 
@@ -209,7 +228,7 @@ class PurchaseService:
         outcome = await self._pay(
             principal, reservation.intent, context.wallet, challenge, selection, first, request, deadline
         )
-        if outcome.intent.decision.get("coveredHold") == HoldReason.CATALOG_NEW_HOST:
+        if HoldReason.CATALOG_NEW_HOST in outcome.intent.decision.get("coveredHolds", ()):
             await self._db.run(self._add_catalog_host, principal, context.agent, request.host)
         return outcome
 
@@ -228,6 +247,28 @@ class PurchaseService:
     def _add_catalog_host(self, principal: Principal, agent: Agent, host: str) -> None:
         with self._db.write() as session:
             add_catalog_host(session, agent=agent, host=host, actor=principal.actor, now=self._clock.now())
+
+    def _audit_denied_before_request(
+        self, principal: Principal, agent: Agent, denied: LocationDenied
+    ) -> None:
+        decision = denied.decision
+        with self._db.write() as session:
+            audit(
+                session,
+                org_id=agent.org_id,
+                type="payment.denied",
+                actor=principal.actor,
+                agent_id=agent.id,
+                data={
+                    "reasons": list(decision.reasons),
+                    "rules": list(decision.rules),
+                    "versions": decision.versions,
+                    "host": denied.target.host,
+                    "path": denied.target.path,
+                    "stage": "before_request",
+                },
+                now=self._clock.now(),
+            )
 
     def _audit_host_denied(self, principal: Principal, agent: Agent, request: FetchPaidInput) -> None:
         with self._db.write() as session:
@@ -346,8 +387,10 @@ class PurchaseService:
             "payment.submitted",
             submitted_at=self._clock.now(),
         )
+        # Exactly the request that was asked to pay (after redirects: the last hop's), now paid.
+        asked = first.request
         paid_request = SellerRequest(
-            request.method, first.url, {**request.headers, header_name: header_value}, request.body
+            asked.method, first.url, {**asked.headers, header_name: header_value}, asked.body
         )
         try:
             # Once, to the URL that asked, at the address that asked: never a redirect, never a retry.

@@ -18,6 +18,7 @@ from server.kit.db import Database
 from server.payments import ledger
 from server.payments.fingerprint import request_fingerprint
 from server.payments.inputs import FetchPaidInput
+from server.payments.location import LocationDenied
 from server.payments.offer import purchase_facts, read_offer
 from server.payments.purchase import load_context
 from server.policy.engine import Decision, host_allowed
@@ -57,15 +58,21 @@ class QuoteService:
 
     async def quote(self, principal: Principal, request: FetchPaidInput) -> Quote:
         deadline = anyio.current_time() + self._settings.fetch_timeout_ms / 1000
-        context = await self._db.run(load_context, self._db, principal, request.host)
+        context = await self._db.run(load_context, self._db, principal, request.host, self._clock.now())
         version = context.policy.version
         if not host_allowed(context.policy, request.host, listed=context.listed):
             # fetch_paid would not even send the request, so neither does the quote.
             return Quote(QuoteOutcome.WOULD_DENY, request.host, version, host_denied=True)
 
-        first = await self._sellers.fetch(
-            SellerRequest(request.method, request.url, request.headers, request.body), deadline=deadline
-        )
+        try:
+            first = await self._sellers.fetch(
+                SellerRequest(request.method, request.url, request.headers, request.body),
+                deadline=deadline,
+                judge=context.judge(),
+            )
+        except LocationDenied as denied:
+            # A request (or a redirect hop) fetch_paid would refuse before sending it.
+            return Quote(QuoteOutcome.WOULD_DENY, request.host, version, decision=denied.decision)
         if first.status != 402:
             return Quote(QuoteOutcome.NO_PAYMENT_NEEDED, request.host, version, http_status=first.status)
         offered = read_offer(first, request, context.policy, self._settings)

@@ -4,6 +4,7 @@ wire documents: server/mcp/schemas renders them."""
 from __future__ import annotations
 
 import base64
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -21,6 +22,32 @@ _TEXT_TYPES = (
     "application/x-www-form",
 )
 _TEXT_SUFFIXES = ("+json", "+xml")
+
+# A seller's Content-Type reaches the agent outside the fence, so only this much of it does: a
+# registered top-level type and an RFC 6838 restricted name, lower-case, no parameters.
+TOP_LEVEL_TYPES = (
+    "application",
+    "audio",
+    "font",
+    "haptics",
+    "image",
+    "message",
+    "model",
+    "multipart",
+    "text",
+    "video",
+)
+MEDIA_TYPE_PATTERN = rf"^({'|'.join(TOP_LEVEL_TYPES)})/[a-z0-9][a-z0-9!#$&^_.+-]{{0,63}}$"
+_MEDIA_TYPE = re.compile(MEDIA_TYPE_PATTERN)
+UNKNOWN_MEDIA_TYPE = "application/octet-stream"
+
+
+def media_type(header: str) -> str:
+    """The media type of a seller's Content-Type header, reduced to `type/subtype` in a closed
+    grammar; anything else (parameters, comments, words) is dropped, and an unreadable value is
+    `application/octet-stream`."""
+    media = header.split(";", 1)[0].strip().lower()
+    return media if _MEDIA_TYPE.match(media) else UNKNOWN_MEDIA_TYPE
 
 
 class ReceiptState(StrEnum):
@@ -46,20 +73,19 @@ def receipt_state(intent: PaymentIntent) -> ReceiptState:
 class Body:
     """A seller's body: what anyone may know about it, and `text` that only goes out fenced."""
 
-    content_type: str  # the seller's header, untrusted: rendered only through a closed grammar
+    content_type: str  # the seller's media type, reduced to a closed grammar (media_type)
     encoding: str  # utf-8 | base64
     size: int
     truncated: bool
     text: str
 
 
-def _is_text(content_type: str) -> bool:
-    media = content_type.split(";", 1)[0].strip().lower()
+def _is_text(media: str) -> bool:
     return media.startswith(_TEXT_TYPES) or media.endswith(_TEXT_SUFFIXES)
 
 
 def body_of(response: SellerResponse) -> Body:
-    content_type = response.content_type[:200]
+    content_type = media_type(response.content_type)
     if _is_text(content_type):
         try:
             return Body(

@@ -3,8 +3,13 @@
 No I/O: the ledger counts usage (per window and per rule, in the rule's scope) and looks up the
 catalog and the organisation's payees before calling, inside the transaction that then records the
 decision. A payment is allowed only when every rule passes; a denial lists every rule that failed,
-in the order a payment meets them. Holds for a human are considered only after every rule passed,
-and a hold has exactly one reason: the first that applies, in HOLD_ORDER.
+in the order a payment meets them. Holds for a human are considered only after every rule passed;
+a hold lists every reason that applies (`hold_reasons`, in HOLD_ORDER) and names the first
+(`hold_reason`), so an approval can cover exactly the reasons a person saw.
+
+`judge_location` is the part of the policy that depends only on where a request goes (host and
+path): it runs before each request to a seller, redirects included, so nothing is sent where the
+policy could never pay.
 """
 
 from __future__ import annotations
@@ -58,6 +63,13 @@ class Payment:
     amount_atomic: int | None  # None when the challenge's amount could not be read
     resource_host: str | None = None  # host of the resource the challenge names
     instruction_like_description: bool = False  # the 402's text reads like orders to an agent
+    # Paths requested on the way to the one that asked for payment (same-origin redirects, the
+    # agent's own URL first): deny and hold rules that select any of them apply to the payment.
+    via_paths: tuple[str, ...] = ()
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        return (*self.via_paths, self.path)
 
 
 @dataclass(frozen=True)
@@ -95,8 +107,9 @@ class Decision:
     outcome: Outcome
     reasons: tuple[str, ...]
     policy_version: int
-    hold_reason: HoldReason | None = None
-    threshold_usd: Decimal | None = None
+    hold_reason: HoldReason | None = None  # the first of hold_reasons
+    hold_reasons: tuple[HoldReason, ...] = ()  # every hold that applies, in HOLD_ORDER
+    threshold_usd: Decimal | None = None  # when `threshold` is among the hold reasons
     rules: tuple[str, ...] = ()  # the rules behind rule_denied, rule_limit_exceeded or a `rule` hold
     rule_scopes: Mapping[str, RuleScope] = field(default_factory=dict)  # of those rules
     rule_versions: Mapping[str, int] = field(default_factory=dict)  # of every rule considered
@@ -130,6 +143,39 @@ def via_catalog(policy: Policy, host: str, *, listed: bool) -> bool:
     )
 
 
+def _selects(rule: Rule, host: str, paths: Sequence[str]) -> bool:
+    return any(rule.matches(host, path) for path in paths)
+
+
+def judge_location(
+    policy: Policy, rules: Sequence[Rule], *, host: str, path: str, listed: bool = False
+) -> Decision:
+    """Whether a request may go to `host` at `path` at all: every denial that depends only on where
+    it goes (allowed and denied hosts, deny rules, challenge hosts and paths), in REASON_ORDER."""
+    reasons: set[str] = set()
+    if not host_allowed(policy, host, listed=listed):
+        reasons.add("host_not_allowed")
+    denying = [rule for rule in rules if rule.kind == "deny" and rule.matches(host, path)]
+    if denying:
+        reasons.add("rule_denied")
+    challenge = policy.challenge
+    if challenge.hosts and not host_matches_any(challenge.hosts, host):
+        reasons.add("challenge_host_not_allowed")
+    if challenge.path_prefixes and not any(path.startswith(p) for p in challenge.path_prefixes):
+        reasons.add("challenge_path_not_allowed")
+    versions = {rule.id: rule.version for rule in rules}
+    if not reasons:
+        return Decision("allow", (), policy.version, rule_versions=versions)
+    return Decision(
+        "deny",
+        tuple(code for code in REASON_ORDER if code in reasons),
+        policy.version,
+        rules=tuple(rule.id for rule in denying),
+        rule_scopes={rule.id: rule.scope for rule in denying},
+        rule_versions=versions,
+    )
+
+
 @dataclass(frozen=True)
 class _Findings:
     reasons: tuple[str, ...]
@@ -142,6 +188,8 @@ def _rule_findings(
     reasons: list[str] = []
     named: list[Rule] = []
     selected = [rule for rule in rules if rule.matches(payment.host, payment.path)]
+    # A deny rule stops a payment whose way to the challenge passed through what it denies.
+    denying = [rule for rule in rules if rule.kind == "deny" and _selects(rule, payment.host, payment.paths)]
     amount = payment.amount_atomic
     if amount is not None and amount <= 0:
         amount = None
@@ -151,7 +199,6 @@ def _rule_findings(
         not member_caps or (amount is not None and any(_exceeds(rule, usage, amount) for rule in member_caps))
     ):
         reasons.append("member_cap_exceeded")
-    denying = [rule for rule in selected if rule.kind == RuleKind.DENY]
     if denying:
         reasons.append("rule_denied")
         named += denying
@@ -196,7 +243,9 @@ def _findings(
     challenge = policy.challenge
     if challenge.hosts and not host_matches_any(challenge.hosts, payment.host):
         reasons.add("challenge_host_not_allowed")
-    if challenge.path_prefixes and not any(payment.path.startswith(p) for p in challenge.path_prefixes):
+    if challenge.path_prefixes and not all(
+        any(path.startswith(p) for p in challenge.path_prefixes) for path in payment.paths
+    ):
         reasons.add("challenge_path_not_allowed")
 
     rule_reasons, named = _rule_findings(rules, usage, payment, context)
@@ -224,27 +273,37 @@ def _atomic(usd: Decimal) -> int:
     return usd_to_atomic(usd)
 
 
+def hold_reasons(
+    policy: Policy, rules: Sequence[Rule], payment: Payment, context: Context
+) -> tuple[tuple[HoldReason, ...], tuple[Rule, ...]]:
+    """Every hold that applies to a payment that passed every rule, in HOLD_ORDER, and the hold
+    rules behind a `rule` hold."""
+    reasons: list[HoldReason] = []
+    holding = tuple(
+        rule for rule in rules if rule.kind == RuleKind.HOLD and _selects(rule, payment.host, payment.paths)
+    )
+    if holding:
+        reasons.append(HoldReason.RULE)
+    if via_catalog(policy, payment.host, listed=context.catalog is not None):
+        reasons.append(HoldReason.CATALOG_NEW_HOST)
+    pinned = context.catalog is not None and context.catalog.pins(payment.pay_to)
+    if not context.pay_to_known and not pinned:
+        reasons.append(HoldReason.NEW_PAY_TO)
+    if payment.instruction_like_description:
+        reasons.append(HoldReason.INSTRUCTION_LIKE_DESCRIPTION)
+    threshold = policy.step_up_threshold_usd
+    amount = payment.amount_atomic
+    if threshold is not None and amount is not None and amount >= _atomic(threshold):
+        reasons.append(HoldReason.THRESHOLD)
+    return tuple(reasons), holding
+
+
 def hold_reason(
     policy: Policy, rules: Sequence[Rule], payment: Payment, context: Context
 ) -> tuple[HoldReason | None, tuple[Rule, ...]]:
     """The first hold that applies to a payment that passed every rule, and the rules behind it."""
-    holding = tuple(
-        rule for rule in rules if rule.kind == RuleKind.HOLD and rule.matches(payment.host, payment.path)
-    )
-    if holding:
-        return HoldReason.RULE, holding
-    if via_catalog(policy, payment.host, listed=context.catalog is not None):
-        return HoldReason.CATALOG_NEW_HOST, ()
-    pinned = context.catalog is not None and context.catalog.pins(payment.pay_to)
-    if not context.pay_to_known and not pinned:
-        return HoldReason.NEW_PAY_TO, ()
-    if payment.instruction_like_description:
-        return HoldReason.INSTRUCTION_LIKE_DESCRIPTION, ()
-    threshold = policy.step_up_threshold_usd
-    amount = payment.amount_atomic
-    if threshold is not None and amount is not None and amount >= _atomic(threshold):
-        return HoldReason.THRESHOLD, ()
-    return None, ()
+    reasons, holding = hold_reasons(policy, rules, payment, context)
+    return (reasons[0] if reasons else None), holding
 
 
 def evaluate(
@@ -266,14 +325,15 @@ def evaluate(
             rule_scopes={rule.id: rule.scope for rule in findings.rules},
             rule_versions=versions,
         )
-    reason, holding = hold_reason(policy, rules, payment, context)
-    if reason is not None:
+    reasons, holding = hold_reasons(policy, rules, payment, context)
+    if reasons:
         return Decision(
             "hold",
             (),
             policy.version,
-            hold_reason=reason,
-            threshold_usd=policy.step_up_threshold_usd if reason == HoldReason.THRESHOLD else None,
+            hold_reason=reasons[0],
+            hold_reasons=reasons,
+            threshold_usd=policy.step_up_threshold_usd if HoldReason.THRESHOLD in reasons else None,
             rules=tuple(rule.id for rule in holding),
             rule_scopes={rule.id: rule.scope for rule in holding},
             rule_versions=versions,

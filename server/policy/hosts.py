@@ -1,13 +1,17 @@
 """Host names and host patterns.
 
 A pattern is an exact host (`api.example.com`) or a wildcard (`*.example.com`) that matches any
-subdomain but never the apex. Hosts are compared lower-case, without a trailing dot, in their
-ASCII (IDNA) spelling, so look-alike Unicode cannot slip past a pattern.
+subdomain but never the apex. Hosts and patterns are written in the one spelling the seller client
+resolves and dials (server/sellers/urls.py): lower-case, no trailing dot, internationalised names
+as UTS 46 / IDNA 2008 A-labels, IPv4 addresses as dotted quads. So `faß.de` is `xn--fa-hia.de`
+everywhere, never `fass.de`, and look-alike Unicode cannot slip past a pattern.
 """
 
 from __future__ import annotations
 
 import re
+
+from server.sellers.urls import InvalidHostName, canonical_host
 
 _LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
 
@@ -17,21 +21,16 @@ class HostPatternError(ValueError):
 
 
 def normalize_host(host: str) -> str:
-    host = host.strip().rstrip(".").lower()
-    if not host:
-        raise HostPatternError("empty host")
-    if host.startswith("[") or ":" in host:
-        return host  # IPv6 literal; callers decide whether literals are acceptable
+    """A host in the spelling that is judged, recorded, resolved and dialled."""
     try:
-        host = host.encode("idna").decode("ascii")
-    except UnicodeError as exc:
+        return canonical_host(host)
+    except InvalidHostName as exc:
         raise HostPatternError(f"invalid host {host!r}") from exc
-    return host
 
 
 def normalize_pattern(pattern: str) -> str:
     """Validate and normalise a host pattern given by a human (CLI, API, dashboard)."""
-    raw = pattern.strip().lower().rstrip(".")
+    raw = pattern.strip()
     wildcard = raw.startswith("*.")
     host = normalize_host(raw[2:] if wildcard else raw)
     labels = host.split(".")

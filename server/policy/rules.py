@@ -12,10 +12,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
+from server.kit.errors import InvalidInput
 from server.models.enums import RuleKind, RuleScope, RuleSource
 from server.models.enums import RuleWindow as Window
 from server.policy.hosts import HostPatternError, host_matches, normalize_pattern
 from server.policy.windows import WINDOWS
+from server.sellers.urls import canonical_path_prefix
 
 SCOPES: tuple[RuleScope, ...] = tuple(RuleScope)
 KINDS: tuple[RuleKind, ...] = tuple(RuleKind)
@@ -115,6 +117,17 @@ def valid_path_prefix(prefix: str) -> bool:
     )
 
 
+def clean_path_prefix(prefix: str) -> str | None:
+    """A path prefix in the form request paths are judged in (server/sellers/urls.py), so `/%7Ea`
+    selects `/~a`; None when it has no such form (an ambiguous escape, a dot segment)."""
+    if not valid_path_prefix(prefix):
+        return None
+    try:
+        return canonical_path_prefix(prefix)
+    except (InvalidInput, ValueError):  # an ambiguous escape or a dot segment: a prefix of nothing judged
+        return None
+
+
 def clean_terms(
     *,
     kind: str,
@@ -132,8 +145,10 @@ def clean_terms(
             clean_host = normalize_pattern(host)
         except HostPatternError as exc:
             raise RuleError(RuleReason.INVALID_HOST, ("host",)) from exc
-    if path_prefix is not None and not valid_path_prefix(path_prefix):
-        raise RuleError(RuleReason.INVALID_PATH_PREFIX, ("pathPrefix",))
+    if path_prefix is not None:
+        path_prefix = clean_path_prefix(path_prefix)
+        if path_prefix is None:
+            raise RuleError(RuleReason.INVALID_PATH_PREFIX, ("pathPrefix",))
     if kind == RuleKind.LIMIT:
         if limit_atomic is None or limit_atomic < 0:
             raise RuleError(RuleReason.INVALID_LIMIT, ("limitUsd",))

@@ -7,7 +7,7 @@ turns it into the next policy, validated, so every entry point changes a policy 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from decimal import Decimal
 from enum import Enum
@@ -29,6 +29,7 @@ from server.policy.model import (
     usd_setting,
 )
 from server.policy.repository import PolicyVersionRepository
+from server.policy.rules import clean_path_prefix
 from server.settings import SUPPORTED_NETWORKS
 
 
@@ -181,9 +182,22 @@ def apply_changes(policy: Policy, changes: PolicyChanges) -> Policy:
     }
     if changes.step_up_threshold_usd is not KEEP:
         updates["step_up_threshold_usd"] = changes.step_up_threshold_usd
+    if changes.challenge is not None:
+        updates["challenge"] = _clean_challenge(changes.challenge)
     updated = policy.with_changes(version=policy.version + 1, **updates)
     _validate(updated)
     return updated
+
+
+def _clean_challenge(challenge: ChallengeRules) -> ChallengeRules:
+    """Challenge path prefixes in the form request paths are judged in."""
+    prefixes: list[str] = []
+    for prefix in challenge.path_prefixes:
+        clean = clean_path_prefix(prefix)
+        if clean is None:
+            raise PolicyError(f"challenge-path: {prefix!r} is not a path prefix such as /v1/search")
+        prefixes.append(clean)
+    return replace(challenge, path_prefixes=tuple(prefixes))
 
 
 def _validate(policy: Policy) -> None:

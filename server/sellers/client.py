@@ -7,10 +7,15 @@ size by `max_response_bytes`:
 - the host is resolved by the client itself and every address it resolves to is judged
   (see addresses.py); the connection goes to one of those judged addresses, never to a name a
   library would resolve again, while TLS still verifies the certificate against the host name;
+- a URL is read once into its canonical target (urls.py), and exactly that target goes on the
+  wire: the request line and the Host header are checked against it before anything is sent;
 - redirects are never followed by the HTTP library: `fetch` follows same-origin redirects (up to
-  3, each hop resolved and judged again) and returns any other redirect as it is, flagged
-  `redirect_not_followed`; `send` never follows one, which is what a paid request uses;
+  3, each hop canonicalised, handed to the caller's `judge` before it is requested, then resolved
+  and judged again) and returns any other redirect as it is, flagged `redirect_not_followed`;
+  `send` never follows one, which is what a paid request uses;
 - bodies are read as a stream and cut at the cap (`truncated`), never buffered past it.
+
+The client knows nothing of policy: `judge` is the caller's, and raises to stop a hop.
 
 fetch_paid and quote_payment use it; every other request Paywarden makes to a URL it was given
 must too.
@@ -19,9 +24,8 @@ must too.
 from __future__ import annotations
 
 import ssl
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from urllib.parse import SplitResult, urljoin, urlsplit
 
 import anyio
 import httpx
@@ -31,6 +35,7 @@ from server.sellers.addresses import AddressPolicy
 from server.sellers.errors import PrivateAddressBlocked, ResponseLost, SellerTimeout, SellerUnreachable
 from server.sellers.resolver import Resolver, SystemResolver
 from server.sellers.transport import AddressGuard, GuardedBackend, GuardedTransport
+from server.sellers.urls import Target, UrlProblem, parse_target, refused, resolve_reference
 
 MAX_REDIRECTS = 3
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
@@ -40,10 +45,14 @@ BODY_TIMED_OUT = "The response body did not arrive before the deadline; it is in
 BODY_BROKEN = "The connection broke while the response body was being read; it is incomplete."
 
 
+# Called with each hop's canonical target before it is requested; raises to stop the request.
+Judge = Callable[[Target], None]
+
+
 @dataclass(frozen=True)
 class SellerRequest:
     method: str
-    url: str
+    url: str  # read into its canonical target by the client; that target is what is sent
     headers: Mapping[str, str] = field(default_factory=dict)
     body: bytes | None = None
 
@@ -54,24 +63,24 @@ class SellerResponse:
     headers: httpx.Headers
     body: bytes
     truncated: bool
-    url: str
+    target: Target  # exactly what was requested and answered
+    request: SellerRequest  # the request that got this answer (after redirects: the last hop's)
+    redirects: tuple[Target, ...] = ()  # the hops requested before this one, in order
     redirect_not_followed: bool = False
     body_error: str | None = None  # fixed text of ours; the body is incomplete when set
     peer: str | None = None  # the address the answer came from
+
+    @property
+    def url(self) -> str:
+        return self.target.url
 
     @property
     def content_type(self) -> str:
         return str(self.headers.get("content-type", "application/octet-stream"))
 
 
-def origin_of(url: str) -> tuple[str, str, int | None]:
-    parts = urlsplit(url)
-    port = parts.port or {"https": 443, "http": 80}.get(parts.scheme)
-    return parts.scheme, (parts.hostname or "").rstrip("."), port
-
-
-def same_origin(a: str, b: str) -> bool:
-    return origin_of(a) == origin_of(b)
+def same_origin(a: Target, b: Target) -> bool:
+    return a.origin == b.origin
 
 
 class SellerClient:
@@ -95,23 +104,16 @@ class SellerClient:
 
     # -- one request ---------------------------------------------------------------------
 
-    def check_url(self, url: str) -> SplitResult:
-        """Refuse what no exchange may ever go to, before anything is resolved or sent."""
-        try:
-            parts = urlsplit(url)
-            _ = parts.port
-        except ValueError as exc:
-            raise InvalidInput(InputReason.INVALID_URL) from exc
-        if parts.scheme not in ("https", "http") or not parts.hostname:
-            raise InvalidInput(InputReason.HTTPS_REQUIRED if parts.hostname else InputReason.INVALID_URL)
-        if parts.username is not None or parts.password is not None:
-            raise InvalidInput(InputReason.URL_CREDENTIALS)
-        if parts.scheme == "http" and not self.guard.policy.allow_private:
+    def check_url(self, url: str) -> Target:
+        """The canonical target of `url`, or the refusal of what no exchange may ever go to, before
+        anything is resolved or sent."""
+        target = parse_target(url)
+        if target.scheme == "http" and not self.guard.policy.allow_private:
             raise InvalidInput(InputReason.HTTPS_REQUIRED)
-        literal = self.guard.literal(parts.hostname)
+        literal = self.guard.literal(target.host)
         if literal is not None:
-            self.guard.judge(literal, loopback_only=parts.scheme == "http")
-        return parts
+            self.guard.judge(literal, loopback_only=target.scheme == "http")
+        return target
 
     async def send(
         self, request: SellerRequest, *, deadline: float, after_payment: bool = False, pin: str | None = None
@@ -123,10 +125,10 @@ class SellerClient:
         Once it may have left, a failure before the answer's head arrived is ResponseLost when
         `after_payment`; a failure while reading the body is reported in `body_error`.
         """
-        parts = self.check_url(request.url)
+        target = self.check_url(request.url)
         if deadline - anyio.current_time() <= 0:
             raise SellerTimeout()
-        backend = GuardedBackend(self.guard, loopback_only=parts.scheme == "http", pin=pin)
+        backend = GuardedBackend(self.guard, loopback_only=target.scheme == "http", pin=pin)
         transport = GuardedTransport(ssl_context=self._ssl, backend=backend)
         headers = {
             k: v for k, v in request.headers.items() if k.lower() not in ("accept-encoding", "user-agent")
@@ -141,10 +143,11 @@ class SellerClient:
         ) as http:
             try:
                 outgoing = http.build_request(
-                    request.method, request.url, headers=headers, content=request.body
+                    request.method, target.url, headers=headers, content=request.body
                 )
             except httpx.InvalidURL as exc:
-                raise InvalidInput(InputReason.INVALID_URL) from exc
+                raise refused(UrlProblem.UNSENDABLE) from exc
+            _check_exact(outgoing, target)
             try:
                 with anyio.fail_after(max(deadline - anyio.current_time(), 0)):
                     response = await http.send(outgoing, stream=True)
@@ -168,7 +171,8 @@ class SellerClient:
             headers=response.headers,
             body=body,
             truncated=truncated,
-            url=request.url,
+            target=target,
+            request=replace(request, url=target.url),
             body_error=body_error,
             peer=backend.peer,
         )
@@ -196,16 +200,25 @@ class SellerClient:
 
     # -- before payment ------------------------------------------------------------------
 
-    async def fetch(self, request: SellerRequest, *, deadline: float) -> SellerResponse:
+    async def fetch(
+        self, request: SellerRequest, *, deadline: float, judge: Judge | None = None
+    ) -> SellerResponse:
         """Request `request.url`, following same-origin redirects (up to 3), before any payment.
 
-        Any other redirect (another origin, https to http, a URL with credentials, a fourth hop)
-        is returned as it is, flagged `redirect_not_followed`. A body that cannot be read whole
-        is a failure here: nothing has been paid, so nothing partial is worth returning.
+        `judge` sees every hop's canonical target, the first included, before it is requested;
+        whatever it raises ends the exchange there. Any other redirect (another origin, https to
+        http, a URL with credentials or an ambiguous spelling, a fourth hop) is returned as it is,
+        flagged `redirect_not_followed`. A body that cannot be read whole is a failure here:
+        nothing has been paid, so nothing partial is worth returning.
         """
-        current = request
+        current = replace(request, url=self.check_url(request.url).url)
+        earlier: list[Target] = []
         for hop in range(MAX_REDIRECTS + 1):
+            target = parse_target(current.url)
+            if judge is not None:
+                judge(target)
             response = await self.send(current, deadline=deadline)
+            response = replace(response, redirects=tuple(earlier))
             if response.body_error == BODY_TIMED_OUT:
                 raise SellerTimeout()
             if response.body_error is not None:
@@ -213,33 +226,41 @@ class SellerClient:
             location = response.headers.get("location")
             if response.status not in REDIRECT_STATUSES or not location:
                 return response
-            target = _redirect_target(current.url, location)
-            if target is None or hop == MAX_REDIRECTS:
+            following = _redirect_target(target, location)
+            if following is None or hop == MAX_REDIRECTS:
                 return replace(response, redirect_not_followed=True)
+            earlier.append(target)
             keep_body = response.status in (307, 308)
             current = SellerRequest(
                 method=current.method if keep_body or current.method == "HEAD" else "GET",
-                url=target,
+                url=following.url,
                 headers=current.headers,
                 body=current.body if keep_body else None,
             )
         raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _redirect_target(current: str, location: str) -> str | None:
-    """The URL to follow, or None when this redirect must not be followed."""
+def _redirect_target(current: Target, location: str) -> Target | None:
+    """The canonical target to follow, or None when this redirect must not be followed."""
     try:
-        target = urljoin(current, location.strip())
-        parts = urlsplit(target)
-        _ = parts.port
-    except ValueError:
-        return None
-    if parts.username is not None or parts.password is not None:
-        return None
+        target = resolve_reference(current, location)
+    except InvalidInput:
+        return None  # credentials, another scheme, or a spelling servers read differently
     # Same origin means same scheme too, so an https -> http downgrade is never followed.
     if not same_origin(current, target):
         return None
     return target
+
+
+def _check_exact(outgoing: httpx.Request, target: Target) -> None:
+    """Refuse to send what the HTTP library would write differently from the judged target."""
+    if (
+        outgoing.url.raw_path != target.request_target.encode("ascii")
+        or outgoing.headers.get("host") != target.authority
+        or outgoing.url.raw_host != target.host.encode("ascii")
+        or outgoing.url.port not in (None, target.port)
+    ):
+        raise refused(UrlProblem.UNSENDABLE)
 
 
 __all__ = [
@@ -252,5 +273,6 @@ __all__ = [
     "SellerResponse",
     "SellerTimeout",
     "SellerUnreachable",
+    "Target",
     "same_origin",
 ]

@@ -15,6 +15,7 @@ from tests.support.chain import TestToken
 from tests.support.cli import run_cli
 from tests.support.clocks import ShiftedClock
 from tests.support.fixtures_chain import FundedWallet
+from tests.support.hostile_seller import HostileSeller, fixture_hostile_seller  # noqa: F401
 from tests.support.paywarden import RunningServer, chain_environ, error_of, mcp_client, serve, structured
 from tests.support.seller import Seller
 from tests.support.tenants import make_agent, make_member, pin_payee
@@ -328,3 +329,46 @@ async def test_the_sixth_hold_of_an_agent_finds_the_queue_full(
         assert error["code"] == "approval_queue_full"
     assert money.moved() == 0
     assert money.signatures("/premium") == 0
+
+
+async def test_instructions_that_first_appear_on_the_retry_need_a_new_approval(
+    paywarden: RunningServer, db: Database, hostile_seller: HostileSeller, funded_wallet: FundedWallet
+) -> None:
+    setup = make_agent(
+        db,
+        paywarden.settings,
+        allow_hosts=["127.0.0.1"],
+        wallet_key=funded_wallet.private_key,
+        step_up="0.001",
+    )
+    pin_payee(db, url=hostile_seller.url("/"), pay_to=hostile_seller.pay_to)
+    member = make_member(db, setup.org_id, role="approver")
+    path = hostile_seller.path("inject-later")
+    url = hostile_seller.url(path)
+
+    def approve(approval_id: str) -> None:
+        run_cli(db.url, "admin", "approvals", "decide", approval_id, "approve", "--member", member, "--json")
+
+    async with mcp_client(paywarden.mcp_url, setup.token) as client:
+        held = structured(await client.call_tool("fetch_paid", {"url": url}))
+        assert (held["status"], held["reason"]) == ("pending_approval", "threshold")
+        approve(held["approvalId"])
+        retry = {"url": url, "idempotencyKey": held["idempotencyKey"]}
+
+        # The 402 now reads like orders to the agent: what the person approved did not say so.
+        again = structured(await client.call_tool("fetch_paid", retry))
+        assert (again["status"], again["reason"]) == ("pending_approval", "instruction_like_description")
+        assert again["approvalId"] != held["approvalId"]
+        assert again["idempotencyKey"] == held["idempotencyKey"]
+        old = structured(await client.call_tool("get_approval_status", {"approvalId": held["approvalId"]}))
+        assert old["status"] == "superseded"
+        assert hostile_seller.signatures(path) == 0
+        inbox = run_cli(db.url, "admin", "approvals", "list", "--org", setup.org_id, "--json").json()
+        listed = {item["approvalId"]: item for item in inbox["approvals"]}
+        assert listed[again["approvalId"]]["holdReasons"] == ["instruction_like_description", "threshold"]
+        assert listed[held["approvalId"]]["status"] == "superseded"
+
+        approve(again["approvalId"])
+        paid = structured(await client.call_tool("fetch_paid", retry))
+        assert (paid["status"], paid["replayed"]) == ("paid", False)
+        assert hostile_seller.signatures(path) == 1

@@ -10,7 +10,7 @@ from server.approvals.service import AgentView
 from server.mcp.schemas.common import timestamp, timestamp_or_none, usd
 from server.models.enums import ApprovalStatus, HoldReason
 
-AgentStatus = Literal["pending", "approved", "denied", "expired"]
+AgentStatus = Literal["pending", "approved", "denied", "expired", "superseded"]
 # A consumed approval was approved and paid: the agent sees `approved`, with the intent it paid.
 _AGENT_STATUS: dict[ApprovalStatus, AgentStatus] = {
     ApprovalStatus.PENDING: "pending",
@@ -18,6 +18,7 @@ _AGENT_STATUS: dict[ApprovalStatus, AgentStatus] = {
     ApprovalStatus.DENIED: "denied",
     ApprovalStatus.EXPIRED: "expired",
     ApprovalStatus.CONSUMED: "approved",
+    ApprovalStatus.SUPERSEDED: "superseded",
 }
 
 

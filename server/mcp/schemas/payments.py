@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from server.mcp.schemas.common import timestamp, usd
 from server.models import PaymentIntent
 from server.models.enums import HoldReason, IntentStatus
-from server.payments.results import Body, FreeOutcome, PaidOutcome, PendingOutcome
+from server.payments.results import MEDIA_TYPE_PATTERN, Body, FreeOutcome, PaidOutcome, PendingOutcome
 
 
 class BodyMeta(BaseModel):
     untrusted: Literal[True]
-    contentType: str
+    # Only the media type, in a closed grammar: a seller's words never reach it.
+    contentType: str = Field(pattern=MEDIA_TYPE_PATTERN)
     encoding: Literal["utf-8", "base64"]
     bytes: int
     truncated: bool

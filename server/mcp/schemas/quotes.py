@@ -50,7 +50,9 @@ def quote(view: Quote) -> dict[str, Any]:
             setattr(result, name, value)
     if decision is not None and view.outcome == QuoteOutcome.WOULD_NEED_APPROVAL:
         result.reason = HoldReason(decision.hold_reason) if decision.hold_reason else None
-        result.thresholdUsd = usd_or_none(decision.threshold_usd)
+        # As on an approval: the threshold is shown when it is the reason named.
+        threshold = decision.threshold_usd if result.reason == HoldReason.THRESHOLD else None
+        result.thresholdUsd = usd_or_none(threshold)
         if decision.rules:
             result.rules = list(decision.rules)
             result.ruleScopes = dict(decision.rule_scopes)

@@ -1,6 +1,7 @@
 """quote_payment: the policy's decision and the price for a URL, without paying. Read-only.
 
-It requests the URL once, like fetch_paid would, but signs, reserves and records nothing.
+It requests the URL once, like fetch_paid would, but only with GET or HEAD, and signs, reserves and
+records nothing: a token with payments:read alone can never make a seller change anything.
 """
 
 from __future__ import annotations
@@ -11,20 +12,21 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
 
 from auth.scopes import Scope
-from server.mcp.arguments import Headers, MaxAmountUsd, Method, RequestBody, Url
+from server.mcp.arguments import Headers, MaxAmountUsd, QuoteBody, QuoteMethod, Url
 from server.mcp.content import ok_result
 from server.mcp.context import bearer_for, principal_for
 from server.mcp.errors import to_tool_error
 from server.mcp.schemas import quotes as schema
 from server.mcp.schemas.quotes import QuoteResult
-from server.payments.inputs import validate_fetch_paid
+from server.payments.inputs import validate_quote_payment
 from server.services import Services
 
 DESCRIPTION = (
     "Say what fetch_paid would do with a URL, without paying: would_pay, would_need_approval (with "
     "the reason a human must approve), would_deny (with the policy's reasons) or no_payment_needed, "
     "with the price, network and payee the seller asks for. It requests the URL once, like "
-    "fetch_paid, but signs, reserves and records nothing; a real payment decides again."
+    "fetch_paid, but only with GET or HEAD (any other method is refused before anything is sent), "
+    "and signs, reserves and records nothing; a real payment decides again."
 )
 
 
@@ -40,14 +42,14 @@ def register(mcp: MCPServer, services: Services) -> None:
     async def quote_payment(
         ctx: Context,
         url: Url = None,
-        method: Method = None,
+        method: QuoteMethod = None,
         headers: Headers = None,
-        body: RequestBody = None,
+        body: QuoteBody = None,
         maxAmountUsd: MaxAmountUsd = None,
     ) -> Annotated[CallToolResult, QuoteResult]:
         try:
             principal = principal_for(ctx, Scope.PAYMENTS_READ)
-            request = validate_fetch_paid(
+            request = validate_quote_payment(
                 {
                     "url": url,
                     "method": method,
