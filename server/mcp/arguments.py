@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import WithJsonSchema
+from pydantic import Field, ValidatorFunctionWrapHandler, WithJsonSchema, WrapValidator
 
 from server.models.enums import Origin as OriginValue
 from server.payments.inputs import MAX_BODY_BYTES, METHODS, QUOTE_METHODS
@@ -44,8 +44,45 @@ Headers = Annotated[
         }
     ),
 ]
+
+
+class NotText:
+    """What a text argument becomes when the client sent something else: refused by validation
+    (server/payments/inputs.py) with a stable code, never by the SDK's own error."""
+
+
+NOT_TEXT = NotText()
+
+
+class _Absent(str):
+    """The default of a text argument declared as `str`: told apart from any text the agent sent."""
+
+    __slots__ = ()
+
+
+ABSENT = _Absent()
+
+
+def text_or_none(value: str | NotText) -> str | NotText | None:
+    """The argument as validation takes it: None when the agent left it out."""
+    return None if value is ABSENT else value
+
+
+def _text_as_sent(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    return handler(value) if isinstance(value, str) else NOT_TEXT
+
+
+# Declared as `str`, so the SDK hands the text over exactly as the agent wrote it: for any other
+# type it would first try to read a string as JSON, and a JSON body such as '{"q": 1}' would
+# arrive as an object, its bytes lost.
+def _no_default(schema: dict[str, Any]) -> None:
+    schema.pop("default", None)  # the absent marker is not a value an agent should send
+
+
 RequestBody = Annotated[
-    Any,
+    str,
+    WrapValidator(_text_as_sent),
+    Field(json_schema_extra=_no_default),
     WithJsonSchema(
         {"type": "string", "maxLength": MAX_BODY_BYTES, "description": "Not allowed with GET or HEAD."}
     ),

@@ -8,6 +8,7 @@ For every scenario: the exact error code (or result), how many signed payments t
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -432,6 +433,35 @@ async def test_instructions_in_a_free_body_stay_fenced(
     assert structured(result)["status"] == "ok"
     assert_fenced_only(result)
     assert any(CANARY in block for block in texts(result)[1:])
+
+
+@pytest.mark.parametrize("body", ['{"q": "x", "n": [1, 2]}', "[1,  2]", "null", "true", "plain text"])
+async def test_a_text_body_reaches_the_seller_as_written(
+    client: Client, agent: AgentSetup, hostile_seller: HostileSeller, body: str
+) -> None:
+    """A body that reads as JSON is still the agent's text: not parsed, re-encoded or refused."""
+    result = await fetch(
+        client,
+        hostile_seller.url(hostile_seller.path("echo")),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+        body=body,
+    )
+    document = structured(result)
+    assert document["status"] == "ok"
+    assert document["body"]["encoding"] == "base64"
+    echoed = texts(result)[1]
+    assert base64.b64encode(body.encode()).decode() in echoed
+
+
+async def test_a_body_that_is_not_text_is_refused_with_a_stable_code(
+    client: Client, agent: AgentSetup, hostile_seller: HostileSeller
+) -> None:
+    path = hostile_seller.path("echo")
+    for body in ({"q": 1}, [1, 2], 5):
+        error = error_of(await fetch(client, hostile_seller.url(path), method="POST", body=body))
+        assert (error["code"], error["reason"]) == ("invalid_input", "invalid_body")
+    assert hostile_seller.requests(path) == 0
 
 
 async def test_instructions_in_a_paid_body_stay_fenced(

@@ -345,6 +345,10 @@ class HostileSeller:
         await ex.respond(402, json.dumps({"note": CANARY}).encode(), PAYMENT_REQUIRED=header)
         return False
 
+    async def scenario_echo(self, ex: Exchange) -> None:
+        """Free, and answers with the body it received, byte for byte."""
+        await ex.respond(200, ex.body, content_type="application/octet-stream")
+
     async def scenario_ok(self, ex: Exchange) -> None:
         await ex.respond(200, b"hello", content_type="text/plain")
 

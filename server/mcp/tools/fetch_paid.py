@@ -11,7 +11,17 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
 
 from auth.scopes import Scope
-from server.mcp.arguments import Headers, IdempotencyKey, MaxAmountUsd, Method, Origin, RequestBody, Url
+from server.mcp.arguments import (
+    ABSENT,
+    Headers,
+    IdempotencyKey,
+    MaxAmountUsd,
+    Method,
+    Origin,
+    RequestBody,
+    Url,
+    text_or_none,
+)
 from server.mcp.content import fence, ok_result
 from server.mcp.context import bearer_for, principal_for
 from server.mcp.errors import to_tool_error
@@ -47,7 +57,7 @@ def register(mcp: MCPServer, services: Services) -> None:
         url: Url = None,
         method: Method = None,
         headers: Headers = None,
-        body: RequestBody = None,
+        body: RequestBody = ABSENT,
         idempotencyKey: IdempotencyKey = None,
         maxAmountUsd: MaxAmountUsd = None,
         origin: Origin = None,
@@ -60,7 +70,7 @@ def register(mcp: MCPServer, services: Services) -> None:
                     "url": url,
                     "method": method,
                     "headers": headers,
-                    "body": body,
+                    "body": text_or_none(body),
                     "idempotencyKey": idempotencyKey,
                     "maxAmountUsd": maxAmountUsd,
                     "origin": origin,
