@@ -31,8 +31,9 @@ def paywarden_command() -> Path:
 
 
 class ServeProcess:
-    def __init__(self, *, port: int, environ: Mapping[str, str], workdir: Path) -> None:
+    def __init__(self, *, port: int, environ: Mapping[str, str], workdir: Path, workers: int = 1) -> None:
         self.port = port
+        self.workers = workers
         self._environ = dict(environ)
         self._workdir = workdir
         self._process: subprocess.Popen[bytes] | None = None
@@ -46,10 +47,24 @@ class ServeProcess:
     def mcp_url(self) -> str:
         return f"{self.base_url}/mcp"
 
+    @property
+    def pid(self) -> int:
+        assert self._process is not None
+        return self._process.pid
+
     def start(self) -> None:
         self._output = tempfile.TemporaryFile()  # noqa: SIM115 (closed in stop())
         self._process = subprocess.Popen(
-            [str(paywarden_command()), "serve", "--host", "127.0.0.1", "--port", str(self.port)],
+            [
+                str(paywarden_command()),
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--workers",
+                str(self.workers),
+            ],
             cwd=self._workdir,
             env=self._environ,
             stdin=subprocess.DEVNULL,
@@ -99,16 +114,18 @@ def server_environ(*, database_url: str, public_url: str, extra: Mapping[str, st
 
 @contextmanager
 def serve_processes(
-    count: int, *, database_url: str, extra: Mapping[str, str], workdir: Path
+    count: int, *, database_url: str, extra: Mapping[str, str], workdir: Path, workers: int = 1
 ) -> Iterator[tuple[str, list[ServeProcess]]]:
-    """`count` servers on their own ports, all with the public URL of the first; yields that URL."""
+    """`count` servers on their own ports, all with the public URL of the first; yields that URL.
+
+    `workers` is each server's `--workers`: worker processes sharing its port."""
     ports = [free_port() for _ in range(count)]
     public_url = f"http://127.0.0.1:{ports[0]}"
     environ = server_environ(database_url=database_url, public_url=public_url, extra=extra)
     with ExitStack() as stack:
         processes = []
         for port in ports:
-            process = ServeProcess(port=port, environ=environ, workdir=workdir)
+            process = ServeProcess(port=port, environ=environ, workdir=workdir, workers=workers)
             stack.callback(process.stop)
             process.start()
             processes.append(process)

@@ -1,0 +1,81 @@
+"""Paywarden servers for benchmarks: real `paywarden serve` processes, so the server has its own
+interpreter (and GIL) and is measured from outside, as a client would see it."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from server.settings import Settings
+from tests.bench.harness import ROOT
+from tests.support.paywarden import chain_environ, settings_for
+from tests.support.processes import ServeProcess, serve_processes
+
+# Four servers of two connections each at most stay well under PostgreSQL's max_connections while
+# other runs share the database server; single servers keep the default pool.
+POOL_SIZE_MANY = "4"
+
+
+@dataclass(frozen=True)
+class Served:
+    public_url: str
+    processes: list[ServeProcess]
+    settings: Settings  # what tokens for these servers are issued against (audience: the public URL)
+
+    @property
+    def mcp_url(self) -> str:
+        return self.processes[0].mcp_url
+
+
+@contextmanager
+def paywarden(
+    database_url: str,
+    workdir: Path,
+    *,
+    extra: Mapping[str, str] | None = None,
+    count: int = 1,
+    workers: int = 1,
+) -> Iterator[Served]:
+    extra = dict(extra or {})
+    if count > 1:
+        extra.setdefault("PAYWARDEN_DATABASE_POOL_SIZE", POOL_SIZE_MANY)
+    workdir.mkdir(parents=True, exist_ok=True)
+    with serve_processes(count, database_url=database_url, extra=extra, workdir=workdir, workers=workers) as (
+        public_url,
+        processes,
+    ):
+        port = int(public_url.rsplit(":", 1)[1])
+        yield Served(public_url, processes, settings_for(database_url=database_url, port=port, extra=extra))
+
+
+def chain(anvil: Any, token_address: str, *, rpc_url: str | None = None) -> dict[str, str]:
+    return chain_environ(rpc_url=rpc_url or anvil.rpc_url, token_address=token_address)
+
+
+def fresh_block(anvil: Any) -> None:
+    """Mine a block: anvil mines only on demand, and an authorisation is valid from a minute back."""
+    anvil.w3.provider.make_request("evm_mine", [])
+
+
+def infra_script(name: str) -> ModuleType:
+    """A script of infra/ as a module (infra/ is scripts, not a package)."""
+    path = ROOT / "infra" / f"{name}.py"
+    module_name = f"paywarden_infra_{name}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def infra_path(name: str) -> Path:
+    return ROOT / "infra" / f"{name}.py"
