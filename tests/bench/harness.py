@@ -62,7 +62,7 @@ class BenchSettings:
     engine_seconds: float = field(default_factory=lambda: seconds("ENGINE_SECONDS", 2.0, 0.5))
     reserve_seconds: float = field(default_factory=lambda: seconds("RESERVE_SECONDS", 3.0, 1.0))
     agent_counts: list[int] = field(
-        default_factory=lambda: int_list("AGENTS", (1, 100, 10_000), (1, 100, 10_000))
+        default_factory=lambda: int_list("AGENTS", (1, 100, 10_000), (1, 100, 1_000))
     )
     rule_counts: list[int] = field(default_factory=lambda: int_list("RULES", (0, 10, 100), (0, 10, 100)))
     # 4: the cap race.

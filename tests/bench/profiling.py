@@ -2,9 +2,11 @@
 
 With `PAYWARDEN_BENCH_PROFILE=1`, benchmarks wrap their measured phase in `profiled(pid, name)`:
 py-spy samples every thread of the process (and of its workers, with `subprocesses=True`) that is
-running, not waiting, and writes collapsed stacks to `.pytest_cache/bench/profiles/<name>.txt`
+not idle (a thread waiting on the database driver's socket counts as busy: that wait is a round trip
+the call pays for), and writes collapsed stacks to `.pytest_cache/bench/profiles/<name>.txt`
 (load them into speedscope or flamegraph.pl). A summary is printed: the share of samples by the
-package the CPU was in, and the Paywarden functions with the most time below them.
+package the sample was in, the functions the samples were in, and the Paywarden functions with the
+most time below them.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ PACKAGES = (
     ("json", ("/json/",)),
     ("asyncio / anyio / threads", ("/asyncio/", "/anyio/", "threading.py", "concurrent/futures", "selectors.py")),
     ("logging", ("/logging/", "pythonjsonlogger")),
+    ("benchmark harness", ("/tests/",)),
 )
 
 
@@ -74,6 +77,7 @@ def profiled(pid: int, name: str, *, enabled: bool, subprocesses: bool = False) 
 
 
 def _package(path: str) -> str:
+    path = "/" + path.lstrip("/")  # py-spy names files relative to sys.path when it can
     for label, needles in PACKAGES:
         if any(needle in path for needle in needles):
             return label
@@ -92,8 +96,10 @@ def _frames(stack: str) -> list[tuple[str, str]]:
 
 
 def summary(path: Path, *, top: int = 15) -> str:
-    """Share of CPU samples by package (where the sample was), and by Paywarden function (inclusive)."""
+    """Share of samples by package and function (where the sample was), and by Paywarden function
+    (inclusive)."""
     by_package: Counter[str] = Counter()
+    leaves: Counter[str] = Counter()
     inclusive: Counter[str] = Counter()
     total = 0
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
@@ -107,6 +113,7 @@ def summary(path: Path, *, top: int = 15) -> str:
             continue
         total += count
         by_package[_package(frames[-1][1])] += count
+        leaves[f"{frames[-1][0]} ({_short(frames[-1][1])})"] += count
         ours = {
             f"{function} ({_short(file)})" for function, file in frames if _package(file) == "paywarden"
         }
@@ -114,9 +121,11 @@ def summary(path: Path, *, top: int = 15) -> str:
             inclusive[name] += count
     if total == 0:
         return f"  profile {path.name}: no samples"
-    lines = [f"  profile {path.name}: {total} CPU samples"]
-    lines.append("    where the CPU was (leaf frame's package):")
+    lines = [f"  profile {path.name}: {total} samples of busy threads"]
+    lines.append("    by package (of the innermost frame):")
     lines += [f"      {share(n, total)}  {label}" for label, n in by_package.most_common()]
+    lines.append("    innermost functions:")
+    lines += [f"      {share(n, total)}  {name}" for name, n in leaves.most_common(8)]
     lines.append("    Paywarden functions, time spent in them and below:")
     lines += [f"      {share(n, total)}  {name}" for name, n in inclusive.most_common(top)]
     return "\n".join(lines)
@@ -127,7 +136,8 @@ def share(count: int, total: int) -> str:
 
 
 def _short(file: str) -> str:
+    file = "/" + file.lstrip("/")
     for marker in ("/server/", "/auth/"):
         if marker in file:
             return marker.strip("/") + "/" + file.split(marker, 1)[1]
-    return file
+    return file.lstrip("/")
