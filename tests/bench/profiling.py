@@ -21,12 +21,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.bench.harness import RESULTS_DIR
+from tests.bench.harness import RESULTS_DIR, ROOT
 
 PROFILES = RESULTS_DIR / "profiles"
 FRAME = re.compile(r"^(?P<function>.*?) \((?P<file>[^()]*?)(?::\d+)?\)$")
+OURS = (str(ROOT / "server") + "/", str(ROOT / "auth") + "/")
 PACKAGES = (
-    ("paywarden", ("/server/", "/auth/")),
     ("sqlalchemy", ("/sqlalchemy/", "/sqlmodel/")),
     ("database driver", ("/psycopg", "sqlite3", "/psycopg_binary/")),
     ("mcp sdk", ("/mcp/", "/mcp_types/")),
@@ -57,7 +57,8 @@ def profiled(pid: int, name: str, *, enabled: bool, subprocesses: bool = False) 
     PROFILES.mkdir(parents=True, exist_ok=True)
     output = PROFILES / f"{name}.txt"
     command = [binary, "record", "--pid", str(pid), "--format", "raw", "--output", str(output)]
-    command += ["--rate", "250", "--nonblocking"] + (["--subprocesses"] if subprocesses else [])
+    command += ["--rate", "250", "--nonblocking", "--full-filenames"]
+    command += ["--subprocesses"] if subprocesses else []
     log = (PROFILES / f"{name}.log").open("wb")
     recorder = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     try:
@@ -77,7 +78,8 @@ def profiled(pid: int, name: str, *, enabled: bool, subprocesses: bool = False) 
 
 
 def _package(path: str) -> str:
-    path = "/" + path.lstrip("/")  # py-spy names files relative to sys.path when it can
+    if path.startswith(OURS):
+        return "paywarden"
     for label, needles in PACKAGES:
         if any(needle in path for needle in needles):
             return label
@@ -136,8 +138,8 @@ def share(count: int, total: int) -> str:
 
 
 def _short(file: str) -> str:
-    file = "/" + file.lstrip("/")
-    for marker in ("/server/", "/auth/"):
-        if marker in file:
-            return marker.strip("/") + "/" + file.split(marker, 1)[1]
-    return file.lstrip("/")
+    if file.startswith(str(ROOT) + "/"):
+        return file[len(str(ROOT)) + 1 :]
+    if "/site-packages/" in file:
+        return file.split("/site-packages/", 1)[1]
+    return file.rsplit("/lib/python", 1)[-1]

@@ -1,5 +1,6 @@
-"""Paywarden servers for benchmarks: real `paywarden serve` processes, so the server has its own
-interpreter (and GIL) and is measured from outside, as a client would see it."""
+"""What benchmarks run against: real `paywarden serve` processes (so the server has its own
+interpreter and GIL and is measured from outside, as a client would see it), Coinbase's x402 SDK
+buyer for the bare exchange, and the scripts of infra/."""
 
 from __future__ import annotations
 
@@ -12,6 +13,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from eth_account import Account
+from x402 import x402Client
+from x402.http.clients import x402HttpxClient
+from x402.mechanisms.evm import EthAccountSigner
+from x402.mechanisms.evm.exact import register_exact_evm_client
+
 from server.settings import Settings
 from tests.bench.harness import ROOT
 from tests.support.paywarden import chain_environ, settings_for
@@ -20,6 +27,7 @@ from tests.support.processes import ServeProcess, serve_processes
 # Four servers of two connections each at most stay well under PostgreSQL's max_connections while
 # other runs share the database server; single servers keep the default pool.
 POOL_SIZE_MANY = "4"
+NETWORK = "eip155:84532"
 
 
 @dataclass(frozen=True)
@@ -61,6 +69,17 @@ def chain(anvil: Any, token_address: str, *, rpc_url: str | None = None) -> dict
 def fresh_block(anvil: Any) -> None:
     """Mine a block: anvil mines only on demand, and an authorisation is valid from a minute back."""
     anvil.w3.provider.make_request("evm_mine", [])
+
+
+def sdk_client(private_key: str, token_address: str, *, timeout_s: float = 60) -> x402HttpxClient:
+    """Coinbase's x402 SDK buyer: its httpx client, paying the test token (spend controls allow it:
+    the SDK pays only the real USDC addresses it knows unless an asset is allowed explicitly)."""
+    buyer = x402Client()
+    register_exact_evm_client(buyer, EthAccountSigner(Account.from_key(private_key)), networks=NETWORK)
+    buyer.set_spend_controls(
+        {"allowed_assets": [{"network": NETWORK, "asset": token_address, "max_amount_per_payment": "1000000"}]}
+    )
+    return x402HttpxClient(buyer, timeout=timeout_s)
 
 
 def infra_script(name: str) -> ModuleType:

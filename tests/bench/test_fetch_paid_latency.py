@@ -22,16 +22,11 @@ from typing import Any
 
 import anyio
 import pytest
-from eth_account import Account
-from x402 import x402Client
-from x402.http.clients import x402HttpxClient
-from x402.mechanisms.evm import EthAccountSigner
-from x402.mechanisms.evm.exact import register_exact_evm_client
 
 from server.kit.db import Database
 from tests.bench.harness import BenchSettings, BenchTable, Row, ms, percentile
 from tests.bench.profiling import profiled
-from tests.bench.servers import chain, fresh_block, infra_script, paywarden
+from tests.bench.servers import chain, fresh_block, infra_script, paywarden, sdk_client
 from tests.support.chain import TestToken, fresh_wallet
 from tests.support.paywarden import mcp_client, structured
 from tests.support.seller import Seller
@@ -39,20 +34,9 @@ from tests.support.tenants import make_agent, pin_payee
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(1800)]
 
-NETWORK = "eip155:84532"
 WARM_ROUNDS = 3
 ROUND_TIMEOUT_S = 30
 PATH = "/premium"
-
-
-def sdk_client(private_key: str, token_address: str) -> x402HttpxClient:
-    buyer = x402Client()
-    register_exact_evm_client(buyer, EthAccountSigner(Account.from_key(private_key)), networks=NETWORK)
-    # The SDK pays only the real USDC addresses it knows unless an asset is allowed explicitly.
-    buyer.set_spend_controls(
-        {"allowed_assets": [{"network": NETWORK, "asset": token_address, "max_amount_per_payment": "1000000"}]}
-    )
-    return x402HttpxClient(buyer, timeout=ROUND_TIMEOUT_S)
 
 
 async def timed(call: Callable[[], Awaitable[None]]) -> float:
