@@ -4,16 +4,17 @@ Each session has its own connection and calls its tools one after the other, in 
 time is up. It speaks MCP's streamable HTTP (protocol 2026-07-28: one JSON-RPC POST per call, no
 session to set up) over a small HTTP/1.1 client of its own, so that one process can drive hundreds of
 sessions without being the bottleneck; `--client official` uses the official MCP client instead
-(about ten times the CPU per call, see the README's Performance section).
+(the result's `client_cpu_ms_per_call` shows what each costs).
 
     PAYWARDEN_LOADTEST_TOKEN=pw_at_... .venv/bin/python infra/loadtest.py \\
         --url http://127.0.0.1:8402/mcp --sessions 200 --seconds 60 \\
         --call get_budget --call '{"tool": "fetch_paid", "arguments": {"url": "https://api.example.com/x"}}'
 
 A call is a tool name, or a JSON object with `tool`, `arguments`, an optional `label` (how the
-results name it) and `every` (made on every n-th round of the session's loop only). The result is one
-JSON object on stdout: per label and in total, the calls started in the measured window (after the
-warm-up), their p50, p99 and errors, and the calls per second.
+results name it) and `every` (made only on every n-th round of the session's loop: rounds n, 2n, ...,
+counting from 1). The result is one JSON object on stdout: per label and in total, the calls started
+in the measured window (after the warm-up), their p50, p99 and errors, the calls per second, and the
+load test's own CPU time per call.
 """
 
 from __future__ import annotations
@@ -186,7 +187,7 @@ async def _lean_session(
     try:
         while time.monotonic() < stop_at:
             for call in calls:
-                if round_no % call.every:
+                if (round_no + 1) % call.every:
                     continue
                 started = time.monotonic()
                 if started >= stop_at:
@@ -221,7 +222,7 @@ async def _official_session(
     async with http, Client(streamable_http_client(url, http_client=http)) as client:
         while time.monotonic() < stop_at:
             for call in calls:
-                if round_no % call.every:
+                if (round_no + 1) % call.every:
                     continue
                 started = time.monotonic()
                 if started >= stop_at:
@@ -288,9 +289,18 @@ async def run(args: argparse.Namespace, token: str) -> dict[str, Any]:
         asyncio.create_task(session(args.url, token, calls, stop_at, args.timeout, outcomes))
         for _ in range(args.sessions)
     ]
+    cpu_before = time.process_time()
     await asyncio.gather(*tasks)
+    cpu = time.process_time() - cpu_before
     summary = summarise(outcomes, labels, window_start, args.seconds)
-    summary.update({"sessions": args.sessions, "client": args.client, "wall_s": time.monotonic() - started})
+    summary.update(
+        {
+            "sessions": args.sessions,
+            "client": args.client,
+            "wall_s": time.monotonic() - started,
+            "client_cpu_ms_per_call": 1000 * cpu / max(1, len(outcomes)),
+        }
+    )
     return summary
 
 
