@@ -5,7 +5,9 @@ machine's load falls on all alike:
 
 - the floor: Coinbase's x402 SDK client (its httpx client, spend controls allowing the test token)
   paying the seller directly: 402, sign, pay, settle on anvil, 200; no policy, ledger or audit;
-- fetch_paid through the official MCP client over HTTP to a `paywarden serve` process;
+- fetch_paid through the official MCP client over HTTP to a `paywarden serve` process, and the same
+  through the load test's lean client (infra/loadtest.py: one JSON-RPC POST, nothing else), since the
+  official client spends several milliseconds of CPU per call on its side;
 - the same against a second `paywarden serve` whose chain RPC sits behind a proxy adding
   `PAYWARDEN_BENCH_RPC_DELAY_MS` (100 ms) to every call, as a remote node would; the seller's
   facilitator keeps its direct line to anvil.
@@ -64,11 +66,11 @@ async def test_fetch_paid_against_the_x402_sdk_client(
     direct_address, direct_key = fresh_wallet()
     near_address, near_key = fresh_wallet()
     far_address, far_key = fresh_wallet()
-    for address in (direct_address, near_address, far_address):
-        test_usdc.mint(address, funds)
+    for address, arms_paying in ((direct_address, 1), (near_address, 2), (far_address, 1)):
+        test_usdc.mint(address, funds * arms_paying)
     pin_payee(db, url=seller.url(PATH), pay_to=seller.pay_to)
     url = seller.url(PATH)
-    cap = str(max(10, funds // 10_000))  # whole USD, far above what the rounds spend
+    cap = str(max(10, 2 * funds // 10_000))  # whole USD, far above what the rounds spend
 
     proxy_module = infra_script("rpc_delay_proxy")
     with (
@@ -82,7 +84,8 @@ async def test_fetch_paid_against_the_x402_sdk_client(
         far_token = make_agent(
             db, far.settings, allow_hosts=["127.0.0.1"], wallet_key=far_key, daily_cap=cap, name="far"
         ).token
-        samples: dict[str, list[float]] = {"sdk": [], "near": [], "far": []}
+        samples: dict[str, list[float]] = {"sdk": [], "near": [], "lean": [], "far": []}
+        lean = infra_script("loadtest").LeanSession(near.mcp_url, near_token)
         fresh_block(anvil)
         async with (
             sdk_client(direct_key, test_usdc.address) as http,
@@ -98,9 +101,14 @@ async def test_fetch_paid_against_the_x402_sdk_client(
                 result = structured(await client.call_tool("fetch_paid", {"url": url}))
                 assert result["status"] == "paid", result
 
+            async def through_lean() -> None:
+                result = await lean.call_tool("fetch_paid", {"url": url})
+                assert not result.get("isError") and result["structuredContent"]["status"] == "paid", result
+
             arms: dict[str, Callable[[], Awaitable[None]]] = {
                 "sdk": direct,
                 "near": lambda: through(near_client),
+                "lean": through_lean,
                 "far": lambda: through(far_client),
             }
             for _ in range(WARM_ROUNDS):
@@ -112,6 +120,7 @@ async def test_fetch_paid_against_the_x402_sdk_client(
                     for name, arm in arms.items():
                         samples[name].append(await timed(arm))
             rpc_calls = proxy.app.methods()
+            await lean.close()
 
     label = db_label(db)
     case = f"{rounds} rounds, alternating, loopback anvil"
@@ -125,6 +134,17 @@ async def test_fetch_paid_against_the_x402_sdk_client(
         Row(bench_name, label, case, "ratio of p50s", f"{ratio:.2f}", "≤ 1.25", ratio <= 1.25, {"ratio": ratio})
     )
     table.add(Row(bench_name, label, case, "ratio of p99s", f"{p99['near'] / p99['sdk']:.2f}"))
+    lean_ratio = p50["lean"] / p50["sdk"]
+    table.add(
+        Row(
+            bench_name,
+            label,
+            case,
+            "lean client: fetch_paid p50 / p99, ratio of p50s",
+            f"{ms(p50['lean'])} / {ms(p99['lean'])}, {lean_ratio:.2f}",
+            raw={"ratio": lean_ratio},
+        )
+    )
 
     far_name = f"fetch_paid, RPC {bench.rpc_delay_ms} ms away"
     far_case = f"{rounds} rounds, same run"

@@ -78,7 +78,9 @@ def test_get_budget_per_second_from_one_process(
     with paywarden(db.url, tmp_path / "server") as served:
         token = make_agent(db, served.settings, allow_hosts=["127.0.0.1"]).token
         with profiled(served.processes[0].pid, f"get_budget-{db_label(db)}-{client}", enabled=bench.profile):
-            result = load(served, token, sessions=sessions, seconds=bench.throughput_seconds, calls=["get_budget"])
+            result = load(
+                served, token, sessions=sessions, seconds=bench.throughput_seconds, calls=["get_budget"], client=client
+            )
     total = result["total"]
     case = f"1 process, {sessions} sessions, {'official MCP client' if client == 'official' else 'lean client'}"
     assert total["errors"] == 0, result["error_samples"]
