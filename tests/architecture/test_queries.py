@@ -10,7 +10,19 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("server", "auth")
 # Database plumbing, not queries of a domain: the organisation lock, migrations, the bases.
 PLUMBING = {"server/kit/db.py", "server/kit/migrations.py", "server/kit/repository.py"}
-QUERY_BUILDERS = {"select", "update", "delete", "insert", "text", "func", "and_", "or_", "col", "false", "true"}
+QUERY_BUILDERS = {
+    "select",
+    "update",
+    "delete",
+    "insert",
+    "text",
+    "func",
+    "and_",
+    "or_",
+    "col",
+    "false",
+    "true",
+}
 SESSION_QUERIES = {"exec", "execute", "get", "scalar", "scalars", "query", "merge"}
 
 
@@ -27,7 +39,10 @@ def _violations(path: Path) -> list[str]:
     tree = ast.parse(path.read_text(), filename=str(path))
     found: list[str] = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in ("sqlalchemy", "sqlmodel"):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in (
+            "sqlalchemy",
+            "sqlmodel",
+        ):
             builders = sorted(alias.name for alias in node.names if alias.name in QUERY_BUILDERS)
             if builders:
                 found.append(f"line {node.lineno}: imports {', '.join(builders)} from {node.module}")
