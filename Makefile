@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 NODE_DIR := tests/support/node
 
-.PHONY: run test lint bench test-deps clean
+.PHONY: run test lint bench bench-readme test-deps clean
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Paywarden needs Python 3.11 or newer")'
@@ -17,6 +17,11 @@ $(VENV)/.installed-dev: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e '.[dev]'
 	@touch $@
 
+# The benchmarks' extra: py-spy, for profiles of the server under load (PAYWARDEN_BENCH_PROFILE=1).
+$(VENV)/.installed-bench: $(VENV)/.installed-dev
+	$(PY) -m pip install --quiet -e '.[dev,bench]'
+	@touch $@
+
 run: $(VENV)/.installed
 	$(VENV)/bin/paywarden migrate
 	$(VENV)/bin/paywarden demo
@@ -26,13 +31,19 @@ test: $(VENV)/.installed-dev
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed-dev
-	$(VENV)/bin/ruff check server auth tests alembic
-	$(VENV)/bin/ruff format --check server auth tests alembic
+	$(VENV)/bin/ruff check server auth tests alembic infra
+	$(VENV)/bin/ruff format --check server auth tests alembic infra
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
-bench: $(VENV)/.installed-dev
-	$(PY) -m pytest tests/bench -p no:cacheprovider -q -s
+# Benchmarks (not part of `make test`): each prints its numbers, and the run ends with one table,
+# also written to .pytest_cache/bench/results.md. PAYWARDEN_BENCH_QUICK=1 for a smoke run.
+bench: $(VENV)/.installed-bench
+	$(PY) -m pytest tests/bench -p no:cacheprovider -q -s $(PYTEST_ARGS)
+
+# Copy the last benchmark table into README.md's Performance section.
+bench-readme: $(VENV)/.installed
+	$(PY) -m tests.bench.readme
 
 # What the chain tests need beyond Python: anvil, from npm.
 test-deps:

@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import os
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -51,7 +52,9 @@ def parse_call(spec: str) -> Call:
     if not spec.lstrip().startswith("{"):
         return Call(spec, {}, spec)
     data = json.loads(spec)
-    return Call(data["tool"], data.get("arguments", {}), data.get("label", data["tool"]), int(data.get("every", 1)))
+    return Call(
+        data["tool"], data.get("arguments", {}), data.get("label", data["tool"]), int(data.get("every", 1))
+    )
 
 
 @dataclass
@@ -92,10 +95,8 @@ class LeanSession:
     async def close(self) -> None:
         if self._writer is not None:
             self._writer.close()
-            try:
+            with contextlib.suppress(OSError):
                 await self._writer.wait_closed()
-            except OSError:
-                pass
         self._reader = self._writer = None
 
     async def call_tool(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -248,7 +249,9 @@ def percentile(samples: list[float], fraction: float) -> float:
     return ordered[max(1, min(len(ordered), math.ceil(fraction * len(ordered)))) - 1]
 
 
-def summarise(outcomes: list[Outcome], labels: list[str], window_start: float, window_s: float) -> dict[str, Any]:
+def summarise(
+    outcomes: list[Outcome], labels: list[str], window_start: float, window_s: float
+) -> dict[str, Any]:
     measured = [o for o in outcomes if window_start <= o.started < window_start + window_s]
 
     def stats(selected: list[Outcome]) -> dict[str, Any]:
@@ -310,7 +313,9 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=60.0, help="length of the measured window")
     parser.add_argument("--warmup", type=float, default=2.0, help="seconds before the window opens")
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds before a call counts as timed out")
+    parser.add_argument(
+        "--timeout", type=float, default=60.0, help="seconds before a call counts as timed out"
+    )
     parser.add_argument("--call", action="append", required=True, help="a tool name or a JSON call")
     parser.add_argument("--client", choices=("lean", "official"), default="lean")
     args = parser.parse_args()

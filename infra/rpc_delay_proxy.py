@@ -68,12 +68,16 @@ class DelayProxy:
         await asyncio.sleep(self.delay_s)
         if self._client is None:
             self._client = httpx.AsyncClient(timeout=30)
-        answer = await self._client.post(self.upstream, content=body, headers={"content-type": "application/json"})
+        answer = await self._client.post(
+            self.upstream, content=body, headers={"content-type": "application/json"}
+        )
         await send(
             {
                 "type": "http.response.start",
                 "status": answer.status_code,
-                "headers": [(b"content-type", answer.headers.get("content-type", "application/json").encode())],
+                "headers": [
+                    (b"content-type", answer.headers.get("content-type", "application/json").encode())
+                ],
             }
         )
         await send({"type": "http.response.body", "body": answer.content})
@@ -92,7 +96,10 @@ class RunningProxy:
         config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off")
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [self._sock]}, name=f"rpc-delay:{self.port}", daemon=True
+            target=self._server.run,
+            kwargs={"sockets": [self._sock]},
+            name=f"rpc-delay:{self.port}",
+            daemon=True,
         )
 
     @property

@@ -33,9 +33,15 @@ PACKAGES = (
     ("pydantic", ("/pydantic", "pydantic_core")),
     ("http server", ("/uvicorn/", "/starlette/", "/h11/", "/httptools/", "sse_starlette")),
     ("http client", ("/httpx", "/httpcore/", "/h2/")),
-    ("web3 / eth-account", ("/web3/", "/eth_", "/eth_account/", "/eth_abi/", "/hexbytes/", "/ckzg", "coincurve")),
+    (
+        "web3 / eth-account",
+        ("/web3/", "/eth_", "/eth_account/", "/eth_abi/", "/hexbytes/", "/ckzg", "coincurve"),
+    ),
     ("json", ("/json/",)),
-    ("asyncio / anyio / threads", ("/asyncio/", "/anyio/", "threading.py", "concurrent/futures", "selectors.py")),
+    (
+        "asyncio / anyio / threads",
+        ("/asyncio/", "/anyio/", "threading.py", "concurrent/futures", "selectors.py"),
+    ),
     ("logging", ("/logging/", "pythonjsonlogger")),
     ("benchmark harness", ("/tests/",)),
 )
@@ -116,9 +122,7 @@ def summary(path: Path, *, top: int = 15) -> str:
         total += count
         by_package[_package(frames[-1][1])] += count
         leaves[f"{frames[-1][0]} ({_short(frames[-1][1])})"] += count
-        ours = {
-            f"{function} ({_short(file)})" for function, file in frames if _package(file) == "paywarden"
-        }
+        ours = {f"{function} ({_short(file)})" for function, file in frames if _package(file) == "paywarden"}
         for name in ours:
             inclusive[name] += count
     if total == 0:

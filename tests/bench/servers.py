@@ -77,7 +77,11 @@ def sdk_client(private_key: str, token_address: str, *, timeout_s: float = 60) -
     buyer = x402Client()
     register_exact_evm_client(buyer, EthAccountSigner(Account.from_key(private_key)), networks=NETWORK)
     buyer.set_spend_controls(
-        {"allowed_assets": [{"network": NETWORK, "asset": token_address, "max_amount_per_payment": "1000000"}]}
+        {
+            "allowed_assets": [
+                {"network": NETWORK, "asset": token_address, "max_amount_per_payment": "1000000"}
+            ]
+        }
     )
     return x402HttpxClient(buyer, timeout=timeout_s)
 
@@ -89,7 +93,8 @@ def infra_script(name: str) -> ModuleType:
     if module_name in sys.modules:
         return sys.modules[module_name]
     spec = importlib.util.spec_from_file_location(module_name, path)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     spec.loader.exec_module(module)

@@ -1,5 +1,7 @@
 """A cap race at scale: 2,000 fetch_paid calls at once over four `paywarden serve` processes on
-PostgreSQL, for one agent whose daily cap has room for exactly 200 payments.
+PostgreSQL, for one agent whose daily cap has room for exactly 200 payments. The calls travel over
+`PAYWARDEN_BENCH_RACE_CONNECTIONS` (125) connections per server, each connection sending its share
+one after the other, so every call is in flight during the race.
 
 Measured: paid calls per second (200 over the time until the last paid call answered) and calls per
 second. Checked, as a money test would: exactly 200 calls paid and the rest were denied for the cap;
@@ -24,20 +26,18 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp_types import CallToolResult
 from sqlalchemy import func
 from sqlmodel import col, select
 
 from server.kit.db import Database
 from server.models import PaymentIntent
 from server.payments.repository import counted
-from tests.bench.harness import BenchSettings, BenchTable, Row, rate
+from tests.bench.harness import BenchSettings, BenchTable, Row, rate, setting
 from tests.bench.profiling import profiled
-from tests.bench.servers import chain, fresh_block, paywarden, sdk_client
+from tests.bench.servers import chain, fresh_block, infra_script, paywarden, sdk_client
 from tests.support.chain import TestToken, fresh_wallet
 from tests.support.databases import migrated_database
 from tests.support.fixtures_chain import FACILITATOR_ACCOUNT
-from tests.support.paywarden import mcp_client
 from tests.support.seller import Seller, start_seller
 from tests.support.tenants import make_agent, pin_payee
 
@@ -69,32 +69,37 @@ def sellers(anvil: Any, test_usdc: TestToken, bench: BenchSettings) -> Iterator[
         yield running
 
 
-def outcome(result: CallToolResult) -> tuple[str, dict[str, Any]]:
-    content = dict(result.structured_content or {})
-    if result.is_error:
+def outcome(result: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    content = dict(result.get("structuredContent") or {})
+    if result.get("isError"):
         error = dict(content.get("error") or {})
         return str(error.get("code", "?")), error
     return str(content.get("status", "?")), content
 
 
-async def race(urls: list[str], token: str, calls: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any], float]]:
-    """Every call at once, spread over the servers, each server through its own client; each result
-    with the time it arrived."""
+async def race(
+    urls: list[str], token: str, calls: list[dict[str, Any]], connections: int
+) -> list[tuple[str, dict[str, Any], float]]:
+    """Every call in flight at once, spread over the servers, over `connections` connections per
+    server (the load test's lean client: the official one would spend more CPU than the servers);
+    each result with the time it arrived."""
+    lean_session = infra_script("loadtest").LeanSession
     results: list[tuple[str, dict[str, Any], float]] = [("?", {}, 0.0)] * len(calls)
 
-    async def one_server(url: str, indexes: list[int]) -> None:
-        async with mcp_client(url, token) as client, anyio.create_task_group() as group:
+    async def connection(url: str, indexes: list[int]) -> None:
+        session = lean_session(url, token)
+        try:
             for index in indexes:
-
-                async def call(index: int = index) -> None:
-                    kind, detail = outcome(await client.call_tool("fetch_paid", calls[index]))
-                    results[index] = (kind, detail, time.monotonic())
-
-                group.start_soon(call)
+                kind, detail = outcome(await session.call_tool("fetch_paid", calls[index]))
+                results[index] = (kind, detail, time.monotonic())
+        finally:
+            await session.close()
 
     async with anyio.create_task_group() as group:
         for offset, url in enumerate(urls):
-            group.start_soon(one_server, url, list(range(offset, len(calls), len(urls))))
+            mine = list(range(offset, len(calls), len(urls)))
+            for lane in range(min(connections, len(mine))):
+                group.start_soon(connection, url, mine[lane::connections])
     return results
 
 
@@ -133,7 +138,9 @@ def ledger_totals(db: Database, agent_id: str) -> tuple[int, Counter[str]]:
         ).one()
         statuses = Counter(
             str(status)
-            for status in session.exec(select(PaymentIntent.status).where(col(PaymentIntent.agent_id) == agent_id))
+            for status in session.exec(
+                select(PaymentIntent.status).where(col(PaymentIntent.agent_id) == agent_id)
+            )
         )
     return int(spent), statuses
 
@@ -147,14 +154,22 @@ async def test_cap_race_over_four_processes(
     table: BenchTable,
 ) -> None:
     calls_total, allowed = bench.race_calls, bench.race_paid
+    connections = setting("RACE_CONNECTIONS", 125, 125)
     buyer, buyer_key = fresh_wallet()
     test_usdc.mint(buyer, (allowed + 50) * PRICE)
     pay_to = sellers[0].pay_to
     cap_usd = f"{allowed * PRICE / 1_000_000:.2f}"
     with migrated_database("postgres", tmp_path) as db:
-        with paywarden(db.url, tmp_path / "servers", extra=chain(anvil, test_usdc.address), count=PROCESSES) as served:
+        with paywarden(
+            db.url, tmp_path / "servers", extra=chain(anvil, test_usdc.address), count=PROCESSES
+        ) as served:
             setup = make_agent(
-                db, served.settings, allow_hosts=["127.0.0.1"], max_per_tx="0.10", daily_cap=cap_usd, wallet_key=buyer_key
+                db,
+                served.settings,
+                allow_hosts=["127.0.0.1"],
+                max_per_tx="0.10",
+                daily_cap=cap_usd,
+                wallet_key=buyer_key,
             )
             pin_payee(db, url=sellers[0].url("/premium"), pay_to=pay_to)
             calls = [
@@ -170,7 +185,8 @@ async def test_cap_race_over_four_processes(
                 profiled(served.processes[0].pid, "cap-race-PostgreSQL", enabled=bench.profile),
                 anyio.fail_after(CALL_TIMEOUT_S),
             ):
-                results = await race([p.mcp_url for p in served.processes], setup.token, calls)
+                urls = [p.mcp_url for p in served.processes]
+                results = await race(urls, setup.token, calls, connections)
             elapsed = time.monotonic() - started
         spent, statuses = ledger_totals(db, setup.agent_id)
     moved = buyer_before - test_usdc.balance_of(buyer)
@@ -184,7 +200,10 @@ async def test_cap_race_over_four_processes(
     last_paid = max((at for _, at in paid), default=started) - started
     overspend = max(0, moved - allowed * PRICE)
 
-    case = f"{calls_total:,} calls, cap for {allowed}, {PROCESSES} processes, {len(sellers)} sellers"
+    case = (
+        f"{calls_total:,} calls over {min(connections * PROCESSES, calls_total)} connections, "
+        f"cap for {allowed}, {PROCESSES} processes, {len(sellers)} sellers"
+    )
     paid_per_second = len(paid) / last_paid if last_paid > 0 else 0.0
     table.add(
         Row(
@@ -222,7 +241,9 @@ async def test_cap_race_over_four_processes(
     )
 
     assert kinds == {"paid": allowed, "policy_denied": calls_total - allowed}, (kinds, elapsed)
-    assert all(detail["reasons"] == ["daily_cap_exceeded"] for kind, detail, _ in results if kind == "policy_denied")
+    assert all(
+        detail["reasons"] == ["daily_cap_exceeded"] for kind, detail, _ in results if kind == "policy_denied"
+    )
     assert len({detail["intentId"] for detail, _ in paid}) == allowed
     assert moved == allowed * PRICE
     assert received == moved

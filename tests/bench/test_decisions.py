@@ -231,7 +231,9 @@ def workers(database_url: str, count: int, log_dir: Path) -> Iterator[list[Worke
         yield started
 
 
-def measure(pool: list[Worker], agents: list[str], seconds: float, start: datetime) -> tuple[float, dict[str, int]]:
+def measure(
+    pool: list[Worker], agents: list[str], seconds: float, start: datetime
+) -> tuple[float, dict[str, int]]:
     """Reservations per second of `pool` working together, and their kinds."""
     command = json.dumps({"agents": agents, "seconds": seconds, "start": start.isoformat()})
     for worker in pool:
@@ -261,9 +263,13 @@ def test_decisions_with_reservation_per_second(
         all_agents = setup_agents(db, max(agent_counts), min(org_count(), max(agent_counts)))
         with db.read() as session:
             org_ids = sorted({get_agent(session, OPERATOR, agent_id).org_id for agent_id in all_agents})
-        print(f"\n  {label}: {len(all_agents)} agents in {len(org_ids)} organisations in {time.monotonic() - began:.1f} s")
+        took = time.monotonic() - began
+        print(f"\n  {label}: {len(all_agents)} agents in {len(org_ids)} organisations in {took:.1f} s")
         # A sanity check before measuring: a reservation is authorised.
-        assert reserve_now(db, all_agents[0], facts("bench-check-0001", amount=1), FIRST_CELL).kind == "authorized"
+        assert (
+            reserve_now(db, all_agents[0], facts("bench-check-0001", amount=1), FIRST_CELL).kind
+            == "authorized"
+        )
 
         cell = 0
         rules_so_far = 0
@@ -282,7 +288,9 @@ def test_decisions_with_reservation_per_second(
                         profile = bench.profile and rules == 10 and agents == agent_counts[-1]
                         profile = profile and processes == process_counts[-1]
                         with profiled(pool[0].process.pid, f"reserve-{label}", enabled=profile):
-                            per_second, kinds = measure(pool[:processes], chosen, bench.reserve_seconds, start)
+                            per_second, kinds = measure(
+                                pool[:processes], chosen, bench.reserve_seconds, start
+                            )
                         assert set(kinds) == {"authorized"}, kinds
                         target = ""
                         met = None
@@ -302,4 +310,6 @@ def test_decisions_with_reservation_per_second(
                             )
                         )
     if quick():
-        print("  (quick mode: each cell ran for PAYWARDEN_BENCH_RESERVE_SECONDS =", bench.reserve_seconds, "s)")
+        print(
+            "  (quick mode: each cell ran for PAYWARDEN_BENCH_RESERVE_SECONDS =", bench.reserve_seconds, "s)"
+        )

@@ -103,7 +103,8 @@ async def test_fetch_paid_against_the_x402_sdk_client(
 
             async def through_lean() -> None:
                 result = await lean.call_tool("fetch_paid", {"url": url})
-                assert not result.get("isError") and result["structuredContent"]["status"] == "paid", result
+                assert not result.get("isError"), result
+                assert result["structuredContent"]["status"] == "paid", result
 
             arms: dict[str, Callable[[], Awaitable[None]]] = {
                 "sdk": direct,
@@ -127,11 +128,22 @@ async def test_fetch_paid_against_the_x402_sdk_client(
     p50 = {name: percentile(values, 0.5) for name, values in samples.items()}
     p99 = {name: percentile(values, 0.99) for name, values in samples.items()}
     bench_name = "fetch_paid vs x402 SDK client"
-    table.add(Row(bench_name, label, case, "x402 SDK client p50 / p99", f"{ms(p50['sdk'])} / {ms(p99['sdk'])}"))
+    table.add(
+        Row(bench_name, label, case, "x402 SDK client p50 / p99", f"{ms(p50['sdk'])} / {ms(p99['sdk'])}")
+    )
     table.add(Row(bench_name, label, case, "fetch_paid p50 / p99", f"{ms(p50['near'])} / {ms(p99['near'])}"))
     ratio = p50["near"] / p50["sdk"]
     table.add(
-        Row(bench_name, label, case, "ratio of p50s", f"{ratio:.2f}", "≤ 1.25", ratio <= 1.25, {"ratio": ratio})
+        Row(
+            bench_name,
+            label,
+            case,
+            "ratio of p50s",
+            f"{ratio:.2f}",
+            "≤ 1.25",
+            ratio <= 1.25,
+            {"ratio": ratio},
+        )
     )
     table.add(Row(bench_name, label, case, "ratio of p99s", f"{p99['near'] / p99['sdk']:.2f}"))
     lean_ratio = p50["lean"] / p50["sdk"]

@@ -51,7 +51,9 @@ def ok(result: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
-async def test_reads_over_a_large_ledger(kind: str, tmp_path: Path, bench: BenchSettings, table: BenchTable) -> None:
+async def test_reads_over_a_large_ledger(
+    kind: str, tmp_path: Path, bench: BenchSettings, table: BenchTable
+) -> None:
     label = "SQLite" if kind == "sqlite" else "PostgreSQL"
     rows = bench.ledger_rows
     with migrated_database(kind, tmp_path) as db, paywarden(db.url, tmp_path / "server") as served:
@@ -85,7 +87,7 @@ async def test_reads_over_a_large_ledger(kind: str, tmp_path: Path, bench: Bench
             newest = structured(await client.call_tool("list_payments", {"limit": 50}))
             assert [p["intentId"] for p in newest["payments"]] == written.newest_ids[setup.agent_id]
 
-            for name, (tool, arguments) in CALLS.items():
+            for tool, arguments in CALLS.values():
                 for _ in range(WARM_CALLS):
                     structured(await client.call_tool(tool, arguments))
                     ok(await lean.call_tool(tool, arguments))

@@ -40,7 +40,9 @@ def db_label(db: Database) -> str:
     return "SQLite" if db.is_sqlite else "PostgreSQL"
 
 
-def load(served: Served, token: str, *, sessions: int, seconds: float, calls: list[Any], client: str = "lean") -> dict[str, Any]:
+def load(
+    served: Served, token: str, *, sessions: int, seconds: float, calls: list[Any], client: str = "lean"
+) -> dict[str, Any]:
     command = [
         sys.executable,
         str(infra_path("loadtest")),
@@ -79,10 +81,17 @@ def test_get_budget_per_second_from_one_process(
         token = make_agent(db, served.settings, allow_hosts=["127.0.0.1"]).token
         with profiled(served.processes[0].pid, f"get_budget-{db_label(db)}-{client}", enabled=bench.profile):
             result = load(
-                served, token, sessions=sessions, seconds=bench.throughput_seconds, calls=["get_budget"], client=client
+                served,
+                token,
+                sessions=sessions,
+                seconds=bench.throughput_seconds,
+                calls=["get_budget"],
+                client=client,
             )
     total = result["total"]
-    case = f"1 process, {sessions} sessions, {'official MCP client' if client == 'official' else 'lean client'}"
+    case = (
+        f"1 process, {sessions} sessions, {'official MCP client' if client == 'official' else 'lean client'}"
+    )
     assert total["errors"] == 0, result["error_samples"]
     table.add(
         Row(
@@ -127,7 +136,9 @@ def test_many_sessions_against_two_workers(
     paid_every = setting("PAID_EVERY", 0, 0)
     if paid_every:
         paid = {"url": seller.url("/premium")}
-        calls.append({"label": "fetch_paid, paid", "tool": "fetch_paid", "arguments": paid, "every": paid_every})
+        calls.append(
+            {"label": "fetch_paid, paid", "tool": "fetch_paid", "arguments": paid, "every": paid_every}
+        )
     with paywarden(db.url, tmp_path / "server", extra=chain(anvil, test_usdc.address), workers=2) as served:
         token = make_agent(
             db, served.settings, allow_hosts=["127.0.0.1"], wallet_key=buyer_key, daily_cap="1000"
@@ -143,7 +154,9 @@ def test_many_sessions_against_two_workers(
     case += f", paid every {paid_every} rounds" if paid_every else ""
     total = result["total"]
     name = "many sessions"
-    table.add(Row(name, label, case, "calls/s", rate(total["per_second"]), raw={"per_second": total["per_second"]}))
+    table.add(
+        Row(name, label, case, "calls/s", rate(total["per_second"]), raw={"per_second": total["per_second"]})
+    )
     p99_met = total["p99_ms"] is not None and total["p99_ms"] < 250
     table.add(
         Row(

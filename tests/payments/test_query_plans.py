@@ -23,8 +23,8 @@ from server.kit.db import Database
 from server.models.enums import IntentStatus, RuleScope
 from server.payments.repository import IntentRepository, SpendFilter
 from server.policy.windows import Window, window_start
-from tests.support.paywarden import settings_for
 from tests.support.payment_rows import write_payments
+from tests.support.paywarden import settings_for
 from tests.support.principals import OPERATOR
 from tests.support.tenants import make_agent, make_member, make_team
 
@@ -66,7 +66,8 @@ def assert_indexed(db: Database, statement: str, parameters: Any) -> None:
         assert any(line.startswith(f"SEARCH {TABLE} USING") for line in lines), text
     else:
         assert f"Seq Scan on {TABLE}" not in text, f"no index serves this query:\n{text}\n{statement}"
-        assert "Index" in text and "ix_payment_intents" in text, text
+        assert "Index" in text, text
+        assert "ix_payment_intents" in text, text
 
 
 def statement_of(db: Database, call: Callable[[IntentRepository], object]) -> tuple[str, Any]:
@@ -83,7 +84,9 @@ def ledger(db: Database) -> dict[str, str]:
     first = make_agent(db, settings, allow_hosts=["api.example.com"])
     team = make_team(db, first.org_id)
     member = make_member(db, first.org_id)
-    second = make_agent(db, settings, allow_hosts=["api.example.com"], org_id=first.org_id, team_id=team, name="b")
+    second = make_agent(
+        db, settings, allow_hosts=["api.example.com"], org_id=first.org_id, team_id=team, name="b"
+    )
     third = make_agent(
         db, settings, allow_hosts=["api.example.com"], org_id=first.org_id, member_id=member, name="c"
     )
@@ -110,7 +113,12 @@ def test_the_hot_reads_use_an_index(db: Database, ledger: dict[str, str]) -> Non
         cases[f"list_payments status={status}"] = lambda intents, status=status: intents.newest(
             OPERATOR, agent_id=ledger["agent"], limit=10, status=status
         )
-    keys = {RuleScope.AGENT: "agent", RuleScope.ORG: "org", RuleScope.TEAM: "team", RuleScope.MEMBER: "member"}
+    keys = {
+        RuleScope.AGENT: "agent",
+        RuleScope.ORG: "org",
+        RuleScope.TEAM: "team",
+        RuleScope.MEMBER: "member",
+    }
     for scope, host, path in SPEND_CASES:
         spend = SpendFilter(ledger["org"], scope, ledger[keys[scope]], host, path)
         for window in WINDOWS:
@@ -134,4 +142,6 @@ def test_the_hot_reads_use_an_index(db: Database, ledger: dict[str, str]) -> Non
 
     # The check itself can fail: a query on a column no index starts with is caught.
     with pytest.raises(AssertionError):
-        assert_indexed(db, f"SELECT count(*) FROM {TABLE} WHERE fingerprint = 'x'", () if db.is_sqlite else {})
+        assert_indexed(
+            db, f"SELECT count(*) FROM {TABLE} WHERE fingerprint = 'x'", () if db.is_sqlite else {}
+        )

@@ -165,7 +165,9 @@ def _sqlite(db: Database, rows: Iterator[tuple[object, ...]]) -> None:
     try:
         batch: list[tuple[object, ...]] = []
         for row in rows:
-            batch.append(tuple(value.strftime(SQLITE_TIME) if isinstance(value, datetime) else value for value in row))
+            batch.append(
+                tuple(value.strftime(SQLITE_TIME) if isinstance(value, datetime) else value for value in row)
+            )
             if len(batch) >= BATCH:
                 connection.executemany(statement, batch)
                 batch.clear()
@@ -179,9 +181,10 @@ def _sqlite(db: Database, rows: Iterator[tuple[object, ...]]) -> None:
 def _postgres(db: Database, rows: Iterator[tuple[object, ...]]) -> None:
     url = db.url.replace("postgresql+psycopg://", "postgresql://", 1)
     with psycopg.connect(url) as connection:
-        with connection.cursor() as cursor, cursor.copy(
-            f"COPY payment_intents ({', '.join(COLUMNS)}) FROM STDIN"
-        ) as copy:
+        with (
+            connection.cursor() as cursor,
+            cursor.copy(f"COPY payment_intents ({', '.join(COLUMNS)}) FROM STDIN") as copy,
+        ):
             for row in rows:
                 copy.write_row(row)
         connection.commit()
