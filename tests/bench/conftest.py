@@ -10,6 +10,22 @@ import pytest
 from tests.bench.harness import RESULTS_JSON, BenchSettings, BenchTable
 
 TABLE = BenchTable()
+# The order the benchmarks run and report in: the order of the Performance section.
+MODULES = (
+    "test_fetch_paid_latency",
+    "test_decisions",
+    "test_cap_race",
+    "test_large_ledger",
+    "test_sessions",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def position(item: pytest.Item) -> int:
+        name = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
+        return MODULES.index(name) if name in MODULES else len(MODULES)
+
+    items.sort(key=position)
 
 
 @pytest.fixture(scope="session")

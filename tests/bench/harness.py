@@ -56,11 +56,11 @@ class BenchSettings:
     """Every knob, with its environment variable (PAYWARDEN_BENCH_ + the name in capitals)."""
 
     # 1 and 2: paid fetch_paid against the x402 SDK client, alternating rounds.
-    fetch_rounds: int = field(default_factory=lambda: setting("FETCH_ROUNDS", 200, 20))
+    fetch_rounds: int = field(default_factory=lambda: setting("FETCH_ROUNDS", 200, 15))
     rpc_delay_ms: int = field(default_factory=lambda: setting("RPC_DELAY_MS", 100, 100))
     # 3: decisions per second, seconds per cell of the matrix.
     engine_seconds: float = field(default_factory=lambda: seconds("ENGINE_SECONDS", 2.0, 0.5))
-    reserve_seconds: float = field(default_factory=lambda: seconds("RESERVE_SECONDS", 3.0, 1.0))
+    reserve_seconds: float = field(default_factory=lambda: seconds("RESERVE_SECONDS", 3.0, 0.5))
     agent_counts: list[int] = field(
         default_factory=lambda: int_list("AGENTS", (1, 100, 10_000), (1, 100, 1_000))
     )
@@ -70,12 +70,12 @@ class BenchSettings:
     race_paid: int = field(default_factory=lambda: setting("RACE_PAID", 200, 40))
     race_sellers: int = field(default_factory=lambda: setting("RACE_SELLERS", 4, 4))
     # 5: reads over a large ledger.
-    ledger_rows: int = field(default_factory=lambda: setting("ROWS", 1_000_000, 100_000))
+    ledger_rows: int = field(default_factory=lambda: setting("ROWS", 1_000_000, 50_000))
     read_calls: int = field(default_factory=lambda: setting("READ_CALLS", 300, 60))
     # 6: many sessions.
     sessions: int = field(default_factory=lambda: setting("SESSIONS", 200, 200))
-    session_seconds: float = field(default_factory=lambda: seconds("SESSION_SECONDS", 60.0, 10.0))
-    throughput_seconds: float = field(default_factory=lambda: seconds("THROUGHPUT_SECONDS", 15.0, 5.0))
+    session_seconds: float = field(default_factory=lambda: seconds("SESSION_SECONDS", 60.0, 8.0))
+    throughput_seconds: float = field(default_factory=lambda: seconds("THROUGHPUT_SECONDS", 15.0, 4.0))
     # Profiles of the server under load, with py-spy (PAYWARDEN_BENCH_PROFILE=1).
     profile: bool = field(default_factory=lambda: os.environ.get("PAYWARDEN_BENCH_PROFILE") == "1")
 
@@ -118,12 +118,17 @@ class BenchTable:
         met = "" if row.met is None else (" (target met)" if row.met else f" (target {row.target}: MISSED)")
         print(f"  {row.benchmark} | {row.database} | {row.case} | {row.measure}: {row.value}{met}")
 
+    def ordered(self) -> list[Row]:
+        """Rows grouped by benchmark, in the order each benchmark first reported."""
+        first = {name: index for index, name in reversed(list(enumerate(row.benchmark for row in self.rows)))}
+        return sorted(self.rows, key=lambda row: first[row.benchmark])
+
     def markdown(self) -> str:
         lines = [
             "| benchmark | database | case | measure | value | target | met |",
             "| --- | --- | --- | --- | ---: | --- | --- |",
         ]
-        for row in self.rows:
+        for row in self.ordered():
             met = "" if row.met is None else ("yes" if row.met else "**no**")
             cells = [row.benchmark, row.database, row.case, row.measure, row.value, row.target, met]
             lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
@@ -134,7 +139,7 @@ class BenchTable:
         header = run_description()
         RESULTS_MD.write_text(f"{header}\n\n{self.markdown()}\n", encoding="utf-8")
         RESULTS_JSON.write_text(
-            json.dumps({"run": header, "rows": [asdict(row) for row in self.rows]}, indent=2) + "\n",
+            json.dumps({"run": header, "rows": [asdict(row) for row in self.ordered()]}, indent=2) + "\n",
             encoding="utf-8",
         )
         return RESULTS_MD

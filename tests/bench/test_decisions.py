@@ -300,7 +300,8 @@ def test_decisions_with_reservation_per_second(
                             Row(
                                 "decision + reservation",
                                 label,
-                                f"{agents:,} agents in {orgs} orgs, {rules} rules, "
+                                f"{agents:,} agent{'s' if agents > 1 else ''} in {orgs} "
+                                f"org{'s' if orgs > 1 else ''}, {rules} rules, "
                                 f"{processes} process{'es' if processes > 1 else ''}",
                                 "reservations/s",
                                 rate(per_second),
