@@ -9,15 +9,18 @@ to `results.json`), ready for `make bench-readme`.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
 import platform
 import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS_DIR = ROOT / ".pytest_cache" / "bench"
@@ -77,7 +80,8 @@ class BenchSettings:
     session_seconds: float = field(default_factory=lambda: seconds("SESSION_SECONDS", 60.0, 8.0))
     throughput_seconds: float = field(default_factory=lambda: seconds("THROUGHPUT_SECONDS", 15.0, 4.0))
     # Profiles of the server under load, with py-spy (PAYWARDEN_BENCH_PROFILE=1).
-    profile: bool = field(default_factory=lambda: os.environ.get("PAYWARDEN_BENCH_PROFILE") == "1")
+    # "1" (or "cpu"): threads holding the GIL, i.e. Python's CPU; "wall": every thread, waits included.
+    profile: str = field(default_factory=lambda: os.environ.get("PAYWARDEN_BENCH_PROFILE", ""))
 
 
 def percentile(samples: Sequence[float], fraction: float) -> float:
@@ -167,3 +171,22 @@ def met_at_most(value: float, limit: float) -> bool:
 
 def met_at_least(value: float, floor: float) -> bool:
     return value >= floor
+
+
+def infra_script(name: str) -> ModuleType:
+    """A script of infra/ as a module (infra/ is scripts, not a package)."""
+    path = ROOT / "infra" / f"{name}.py"
+    module_name = f"paywarden_infra_{name}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def infra_path(name: str) -> Path:
+    return ROOT / "infra" / f"{name}.py"

@@ -1,12 +1,13 @@
 """Where a server's CPU goes under a benchmark's load, sampled from outside with py-spy.
 
-With `PAYWARDEN_BENCH_PROFILE=1`, benchmarks wrap their measured phase in `profiled(pid, name)`:
-py-spy samples every thread of the process (and of its workers, with `subprocesses=True`) that is
-not idle (a thread waiting on the database driver's socket counts as busy: that wait is a round trip
-the call pays for), and writes collapsed stacks to `.pytest_cache/bench/profiles/<name>.txt`
-(load them into speedscope or flamegraph.pl). A summary is printed: the share of samples by the
-package the sample was in, the functions the samples were in, and the Paywarden functions with the
-most time below them.
+With `PAYWARDEN_BENCH_PROFILE=1` (or `cpu`), benchmarks wrap their measured phase in
+`profiled(pid, name, mode=...)`: py-spy samples the threads of the process (and of its workers, with
+`subprocesses=True`) that hold the GIL, which is where the server's Python CPU goes. With
+`PAYWARDEN_BENCH_PROFILE=wall` it samples every thread, waiting ones included (on the database, the
+chain, a lock), which is where a call's time goes. Collapsed stacks land in
+`.pytest_cache/bench/profiles/<name>.txt` (load them into speedscope or flamegraph.pl), and a summary
+is printed: the share of samples by package and by innermost function, and the Paywarden functions
+with the most time below them.
 """
 
 from __future__ import annotations
@@ -53,8 +54,10 @@ def py_spy() -> str | None:
 
 
 @contextmanager
-def profiled(pid: int, name: str, *, enabled: bool, subprocesses: bool = False) -> Iterator[None]:
+def profiled(pid: int, name: str, *, mode: str, subprocesses: bool = False) -> Iterator[None]:
+    """Profile `pid` while inside, if `mode` asks for it ("", "1", "cpu" or "wall")."""
     binary = py_spy()
+    enabled = mode not in ("", "0")
     if not enabled or binary is None:
         if enabled:
             print("  (py-spy not installed: `make bench` installs it; no profile taken)")
@@ -64,6 +67,7 @@ def profiled(pid: int, name: str, *, enabled: bool, subprocesses: bool = False) 
     output = PROFILES / f"{name}.txt"
     command = [binary, "record", "--pid", str(pid), "--format", "raw", "--output", str(output)]
     command += ["--rate", "250", "--nonblocking", "--full-filenames"]
+    command += ["--idle"] if mode == "wall" else ["--gil"]
     command += ["--subprocesses"] if subprocesses else []
     log = (PROFILES / f"{name}.log").open("wb")
     recorder = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
@@ -127,7 +131,7 @@ def summary(path: Path, *, top: int = 15) -> str:
             inclusive[name] += count
     if total == 0:
         return f"  profile {path.name}: no samples"
-    lines = [f"  profile {path.name}: {total} samples of busy threads"]
+    lines = [f"  profile {path.name}: {total} samples"]
     lines.append("    by package (of the innermost frame):")
     lines += [f"      {share(n, total)}  {label}" for label, n in by_package.most_common()]
     lines.append("    innermost functions:")

@@ -1,16 +1,13 @@
 """What benchmarks run against: real `paywarden serve` processes (so the server has its own
-interpreter and GIL and is measured from outside, as a client would see it), Coinbase's x402 SDK
-buyer for the bare exchange, and the scripts of infra/."""
+interpreter and GIL and is measured from outside, as a client would see it), and Coinbase's x402
+SDK buyer for the bare exchange."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from eth_account import Account
@@ -20,7 +17,6 @@ from x402.mechanisms.evm import EthAccountSigner
 from x402.mechanisms.evm.exact import register_exact_evm_client
 
 from server.settings import Settings
-from tests.bench.harness import ROOT
 from tests.support.paywarden import chain_environ, settings_for
 from tests.support.processes import ServeProcess, serve_processes
 
@@ -84,22 +80,3 @@ def sdk_client(private_key: str, token_address: str, *, timeout_s: float = 60) -
         }
     )
     return x402HttpxClient(buyer, timeout=timeout_s)
-
-
-def infra_script(name: str) -> ModuleType:
-    """A script of infra/ as a module (infra/ is scripts, not a package)."""
-    path = ROOT / "infra" / f"{name}.py"
-    module_name = f"paywarden_infra_{name}"
-    if module_name in sys.modules:
-        return sys.modules[module_name]
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def infra_path(name: str) -> Path:
-    return ROOT / "infra" / f"{name}.py"

@@ -32,9 +32,9 @@ from sqlmodel import col, select
 from server.kit.db import Database
 from server.models import PaymentIntent
 from server.payments.repository import counted
-from tests.bench.harness import BenchSettings, BenchTable, Row, rate, setting
+from tests.bench.harness import BenchSettings, BenchTable, Row, infra_script, rate, setting
 from tests.bench.profiling import profiled
-from tests.bench.servers import chain, fresh_block, infra_script, paywarden, sdk_client
+from tests.bench.servers import chain, fresh_block, paywarden, sdk_client
 from tests.support.chain import TestToken, fresh_wallet
 from tests.support.databases import migrated_database
 from tests.support.fixtures_chain import FACILITATOR_ACCOUNT
@@ -182,7 +182,7 @@ async def test_cap_race_over_four_processes(
             first_block = int(anvil.w3.eth.block_number) + 1
             started = time.monotonic()
             with (
-                profiled(served.processes[0].pid, "cap-race-PostgreSQL", enabled=bench.profile),
+                profiled(served.processes[0].pid, "cap-race-PostgreSQL", mode=bench.profile),
                 anyio.fail_after(CALL_TIMEOUT_S),
             ):
                 urls = [p.mcp_url for p in served.processes]

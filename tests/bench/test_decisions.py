@@ -285,9 +285,11 @@ def test_decisions_with_reservation_per_second(
                         cell += 1
                         start = FIRST_CELL + timedelta(days=32 * cell)
                         # One profile per database, of one worker, in the busiest cell with 10 rules.
-                        profile = bench.profile and rules == 10 and agents == agent_counts[-1]
+                        profile = bool(bench.profile) and rules == 10 and agents == agent_counts[-1]
                         profile = profile and processes == process_counts[-1]
-                        with profiled(pool[0].process.pid, f"reserve-{label}", enabled=profile):
+                        with profiled(
+                            pool[0].process.pid, f"reserve-{label}", mode=bench.profile if profile else ""
+                        ):
                             per_second, kinds = measure(
                                 pool[:processes], chosen, bench.reserve_seconds, start
                             )

@@ -26,9 +26,9 @@ import anyio
 import pytest
 
 from server.kit.db import Database
-from tests.bench.harness import BenchSettings, BenchTable, Row, ms, percentile
+from tests.bench.harness import BenchSettings, BenchTable, Row, infra_script, ms, percentile
 from tests.bench.profiling import profiled
-from tests.bench.servers import chain, fresh_block, infra_script, paywarden, sdk_client
+from tests.bench.servers import chain, fresh_block, paywarden, sdk_client
 from tests.support.chain import TestToken, fresh_wallet
 from tests.support.paywarden import mcp_client, structured
 from tests.support.seller import Seller
@@ -116,7 +116,7 @@ async def test_fetch_paid_against_the_x402_sdk_client(
                 for arm in arms.values():
                     await timed(arm)
             proxy.app.reset()
-            with profiled(near.processes[0].pid, f"fetch_paid-{db_label(db)}", enabled=bench.profile):
+            with profiled(near.processes[0].pid, f"fetch_paid-{db_label(db)}", mode=bench.profile):
                 for _ in range(rounds):
                     for name, arm in arms.items():
                         samples[name].append(await timed(arm))

@@ -25,9 +25,9 @@ from server.kit.clock import SystemClock
 from server.kit.money import atomic_to_usd, format_usd
 from server.models.enums import RuleScope
 from server.policy.rule_service import add_rule
-from tests.bench.harness import BenchSettings, BenchTable, Row, ms, percentile
+from tests.bench.harness import BenchSettings, BenchTable, Row, infra_script, ms, percentile
 from tests.bench.profiling import profiled
-from tests.bench.servers import infra_script, paywarden
+from tests.bench.servers import paywarden
 from tests.support.databases import migrated_database
 from tests.support.payment_rows import write_payments
 from tests.support.paywarden import mcp_client, structured
@@ -91,7 +91,7 @@ async def test_reads_over_a_large_ledger(
                 for _ in range(WARM_CALLS):
                     structured(await client.call_tool(tool, arguments))
                     ok(await lean.call_tool(tool, arguments))
-            with profiled(served.processes[0].pid, f"reads-{label}", enabled=bench.profile):
+            with profiled(served.processes[0].pid, f"reads-{label}", mode=bench.profile):
                 for _ in range(bench.read_calls):
                     for name, (tool, arguments) in CALLS.items():
                         start = time.perf_counter()

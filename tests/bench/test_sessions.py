@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 
 from server.kit.db import Database
-from tests.bench.harness import BenchSettings, BenchTable, Row, rate, setting
+from tests.bench.harness import BenchSettings, BenchTable, Row, infra_path, rate, setting
 from tests.bench.profiling import profiled
-from tests.bench.servers import Served, chain, fresh_block, infra_path, paywarden
+from tests.bench.servers import Served, chain, fresh_block, paywarden
 from tests.support.chain import TestToken, fresh_wallet
 from tests.support.seller import Seller
 from tests.support.tenants import make_agent, pin_payee
@@ -79,7 +79,7 @@ def test_get_budget_per_second_from_one_process(
     sessions = setting("BUSY_SESSIONS", 32, 32)
     with paywarden(db.url, tmp_path / "server") as served:
         token = make_agent(db, served.settings, allow_hosts=["127.0.0.1"]).token
-        with profiled(served.processes[0].pid, f"get_budget-{db_label(db)}-{client}", enabled=bench.profile):
+        with profiled(served.processes[0].pid, f"get_budget-{db_label(db)}-{client}", mode=bench.profile):
             result = load(
                 served,
                 token,
@@ -145,7 +145,7 @@ def test_many_sessions_against_two_workers(
         ).token
         fresh_block(anvil)
         with profiled(
-            served.processes[0].pid, f"sessions-{db_label(db)}", enabled=bench.profile, subprocesses=True
+            served.processes[0].pid, f"sessions-{db_label(db)}", mode=bench.profile, subprocesses=True
         ):
             result = load(served, token, sessions=bench.sessions, seconds=bench.session_seconds, calls=calls)
 

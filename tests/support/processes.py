@@ -23,6 +23,7 @@ from tests.support.chain import free_port
 from tests.support.paywarden import TEST_MASTER_KEY
 
 READY_TIMEOUT_S = 60.0
+STARTUP_COMPLETE = "Application startup complete"  # what uvicorn logs once a worker serves
 STOP_TIMEOUT_S = 15.0
 
 
@@ -82,6 +83,9 @@ class ServeProcess:
         assert self._process is not None
         if self._process.poll() is not None:
             raise RuntimeError(f"paywarden serve on port {self.port} exited:\n{self.output()}")
+        # With several workers, /readyz answers as soon as the first is up: wait for every one.
+        if self.workers > 1 and self.output().count(STARTUP_COMPLETE) < self.workers:
+            return False
         try:
             return httpx.get(f"{self.base_url}/readyz", timeout=2).status_code == 200
         except httpx.HTTPError:
