@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 NODE_DIR := tests/support/node
 
-.PHONY: run test lint bench bench-readme test-deps clean
+.PHONY: run test lint bench test-deps clean
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Paywarden needs Python 3.11 or newer")'
@@ -39,9 +39,10 @@ lint: $(VENV)/.installed-dev
 # Benchmarks (not part of `make test`): each prints its numbers, and the run ends with one table,
 # also written to .pytest_cache/bench/results.md. PAYWARDEN_BENCH_QUICK=1 for a smoke run.
 bench: $(VENV)/.installed-bench
-	$(PY) -m pytest tests/bench -p no:cacheprovider -q -s $(PYTEST_ARGS)
+	$(PY) -m pytest tests/bench -p no:cacheprovider -p no:randomly -q -s $(PYTEST_ARGS)
 
 # Copy the last benchmark table into README.md's Performance section.
+.PHONY: bench-readme
 bench-readme: $(VENV)/.installed
 	$(PY) -m tests.bench.readme
 

@@ -13,6 +13,7 @@ TABLE = BenchTable()
 # The order the benchmarks run and report in: the order of the Performance section.
 MODULES = (
     "test_fetch_paid_latency",
+    "test_call_anatomy",
     "test_decisions",
     "test_cap_race",
     "test_large_ledger",

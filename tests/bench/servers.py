@@ -4,8 +4,9 @@ SDK buyer for the bare exchange."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,8 +18,9 @@ from x402.mechanisms.evm import EthAccountSigner
 from x402.mechanisms.evm.exact import register_exact_evm_client
 
 from server.settings import Settings
+from tests.support.chain import free_port
 from tests.support.paywarden import chain_environ, settings_for
-from tests.support.processes import ServeProcess, serve_processes
+from tests.support.processes import READY_TIMEOUT_S, ServeProcess, server_environ
 
 # Four servers of two connections each at most stay well under PostgreSQL's max_connections while
 # other runs share the database server; single servers keep the default pool.
@@ -50,12 +52,23 @@ def paywarden(
     if count > 1:
         extra.setdefault("PAYWARDEN_DATABASE_POOL_SIZE", POOL_SIZE_MANY)
     workdir.mkdir(parents=True, exist_ok=True)
-    with serve_processes(count, database_url=database_url, extra=extra, workdir=workdir, workers=workers) as (
-        public_url,
-        processes,
-    ):
-        port = int(public_url.rsplit(":", 1)[1])
-        yield Served(public_url, processes, settings_for(database_url=database_url, port=port, extra=extra))
+    ports = [free_port() for _ in range(count)]
+    public_url = f"http://127.0.0.1:{ports[0]}"
+    environ = server_environ(database_url=database_url, public_url=public_url, extra=extra)
+    with ExitStack() as stack:
+        processes = []
+        for port in ports:
+            process = ServeProcess(port=port, environ=environ, workdir=workdir, workers=workers)
+            stack.callback(process.stop)
+            process.start()
+            processes.append(process)
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not all(process.ready() for process in processes):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"paywarden serve not ready in {READY_TIMEOUT_S} s")
+            time.sleep(0.1)  # bounded polling of /readyz, not a wait for something to happen
+        settings = settings_for(database_url=database_url, port=ports[0], extra=extra)
+        yield Served(public_url, processes, settings)
 
 
 def chain(anvil: Any, token_address: str, *, rpc_url: str | None = None) -> dict[str, str]:

@@ -118,18 +118,16 @@ def server_environ(*, database_url: str, public_url: str, extra: Mapping[str, st
 
 @contextmanager
 def serve_processes(
-    count: int, *, database_url: str, extra: Mapping[str, str], workdir: Path, workers: int = 1
+    count: int, *, database_url: str, extra: Mapping[str, str], workdir: Path
 ) -> Iterator[tuple[str, list[ServeProcess]]]:
-    """`count` servers on their own ports, all with the public URL of the first; yields that URL.
-
-    `workers` is each server's `--workers`: worker processes sharing its port."""
+    """`count` servers on their own ports, all with the public URL of the first; yields that URL."""
     ports = [free_port() for _ in range(count)]
     public_url = f"http://127.0.0.1:{ports[0]}"
     environ = server_environ(database_url=database_url, public_url=public_url, extra=extra)
     with ExitStack() as stack:
         processes = []
         for port in ports:
-            process = ServeProcess(port=port, environ=environ, workdir=workdir, workers=workers)
+            process = ServeProcess(port=port, environ=environ, workdir=workdir)
             stack.callback(process.stop)
             process.start()
             processes.append(process)
