@@ -4,7 +4,8 @@ and chain RPC calls, for get_budget, list_payments, a free fetch_paid and a paid
 The server runs in this process (the same app `paywarden serve` runs) so its database engine can be
 watched; its RPC goes through the delay proxy with no delay, which counts the methods. Counts are per
 call, averaged over a few calls after a warm-up, with the background jobs turned off so they add
-nothing (on SQLite each transaction's own BEGIN counts as a statement: Paywarden sends it itself). These are the numbers the hot path's work is about: each statement is a round trip, each
+nothing (on SQLite each transaction's own BEGIN counts as a statement: Paywarden sends it itself).
+These are the numbers the hot path's work is about: each statement is a round trip, each
 transaction a lock and a commit, each RPC call a trip to a node that may be far away.
 """
 

@@ -33,10 +33,10 @@ from server.kit.db import Database
 from server.models.enums import RuleScope
 from server.policy.engine import Context, Payment, Usage, evaluate
 from server.policy.model import Policy, host_patterns
-from server.policy.rule_service import add_rule
 from server.policy.rules import Rule
 from server.policy.service import PolicyChanges, set_policy
 from server.tenancy.service import create_agent, create_org, get_agent
+from tests.bench.data import add_org_rule
 from tests.bench.harness import ROOT, BenchSettings, BenchTable, Row, quick, rate, setting
 from tests.bench.profiling import profiled
 from tests.support.databases import migrated_database
@@ -169,16 +169,14 @@ def add_org_rules(db: Database, org_ids: list[str], first: int, last: int) -> No
         with db.write() as session:
             for index in range(first, last):
                 terms = rule_terms(index)
-                add_rule(
+                add_org_rule(
                     session,
-                    scope=RuleScope.ORG,
-                    scope_ref=org_id,
+                    org_id=org_id,
                     kind=str(terms["kind"]),
                     host=terms["host"],  # type: ignore[arg-type]
                     path_prefix=terms["path_prefix"],  # type: ignore[arg-type]
                     limit_usd=Decimal("1000") if terms["kind"] == "limit" else None,
                     window=terms["window"],  # type: ignore[arg-type]
-                    actor=ACTOR,
                     now=now,
                 )
 

@@ -23,8 +23,7 @@ import pytest
 
 from server.kit.clock import SystemClock
 from server.kit.money import atomic_to_usd, format_usd
-from server.models.enums import RuleScope
-from server.policy.rule_service import add_rule
+from tests.bench.data import add_org_rule
 from tests.bench.harness import BenchSettings, BenchTable, Row, infra_script, ms, percentile
 from tests.bench.profiling import profiled
 from tests.bench.servers import paywarden
@@ -61,16 +60,14 @@ async def test_reads_over_a_large_ledger(
         now = SystemClock().now()
         with db.write() as session:
             for window in ("day", "month"):
-                add_rule(
+                add_org_rule(
                     session,
-                    scope=RuleScope.ORG,
-                    scope_ref=setup.org_id,
+                    org_id=setup.org_id,
                     kind="limit",
                     host=None,
                     path_prefix=None,
                     limit_usd=Decimal("10000000"),
                     window=window,
-                    actor="bench:setup",
                     now=now,
                 )
         began = time.monotonic()
