@@ -19,6 +19,11 @@ $(VENV)/.installed-dev: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e '.[dev]'
 	@touch $@
 
+# The benchmarks' extra: py-spy, for profiles of the server under load (PAYWARDEN_BENCH_PROFILE=1).
+$(VENV)/.installed-bench: $(VENV)/.installed-dev
+	$(PY) -m pip install --quiet -e '.[dev,bench]'
+	@touch $@
+
 run: $(VENV)/.installed
 	$(VENV)/bin/paywarden migrate
 	$(VENV)/bin/paywarden demo
@@ -28,13 +33,20 @@ test: $(VENV)/.installed-dev node-deps
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed-dev
-	$(VENV)/bin/ruff check server auth tests alembic
-	$(VENV)/bin/ruff format --check server auth tests alembic
+	$(VENV)/bin/ruff check server auth tests alembic infra
+	$(VENV)/bin/ruff format --check server auth tests alembic infra
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
-bench: $(VENV)/.installed-dev
-	$(PY) -m pytest tests/bench -p no:cacheprovider -q -s
+# Benchmarks (not part of `make test`): each prints its numbers, and the run ends with one table,
+# also written to .pytest_cache/bench/results.md. PAYWARDEN_BENCH_QUICK=1 for a smoke run.
+bench: $(VENV)/.installed-bench
+	$(PY) -m pytest tests/bench -p no:cacheprovider -p no:randomly -q -s $(PYTEST_ARGS)
+
+# Copy the last benchmark table into README.md's Performance section.
+.PHONY: bench-readme
+bench-readme: $(VENV)/.installed
+	$(PY) -m tests.bench.readme
 
 # What the tests need beyond Python. From npm (no root needed, so `make test` does it too): anvil,
 # Node.js 22 and the MCP conformance suite, exactly as package-lock.json pins them. From Debian:

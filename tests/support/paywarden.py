@@ -23,6 +23,7 @@ from mcp_types import CallToolResult
 from server.app import create_app
 from server.kit.clock import Clock
 from server.kit.crypto import MasterKey
+from server.services import Services
 from server.settings import Settings, load_settings
 from tests.support.chain import free_port
 
@@ -57,12 +58,13 @@ def chain_environ(*, rpc_url: str, token_address: str, network: str = "eip155:84
 
 
 class RunningServer:
-    def __init__(self, settings: Settings, *, port: int, clock: Clock | None = None) -> None:
+    def __init__(
+        self, settings: Settings, *, port: int, clock: Clock | None = None, services: Services | None = None
+    ) -> None:
         self.settings = settings
         self.port = port
-        config = uvicorn.Config(
-            create_app(settings, clock=clock), host="127.0.0.1", port=port, log_level="warning", lifespan="on"
-        )
+        app = create_app(settings, clock=clock, services=services)
+        config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, name=f"paywarden-{port}", daemon=True)
 

@@ -23,6 +23,7 @@ from tests.support.chain import free_port
 from tests.support.paywarden import TEST_MASTER_KEY
 
 READY_TIMEOUT_S = 60.0
+STARTUP_COMPLETE = "Application startup complete"  # what uvicorn logs once a worker serves
 STOP_TIMEOUT_S = 15.0
 
 
@@ -31,8 +32,9 @@ def paywarden_command() -> Path:
 
 
 class ServeProcess:
-    def __init__(self, *, port: int, environ: Mapping[str, str], workdir: Path) -> None:
+    def __init__(self, *, port: int, environ: Mapping[str, str], workdir: Path, workers: int = 1) -> None:
         self.port = port
+        self.workers = workers
         self._environ = dict(environ)
         self._workdir = workdir
         self._process: subprocess.Popen[bytes] | None = None
@@ -46,10 +48,24 @@ class ServeProcess:
     def mcp_url(self) -> str:
         return f"{self.base_url}/mcp"
 
+    @property
+    def pid(self) -> int:
+        assert self._process is not None
+        return self._process.pid
+
     def start(self) -> None:
         self._output = tempfile.TemporaryFile()  # noqa: SIM115 (closed in stop())
         self._process = subprocess.Popen(
-            [str(paywarden_command()), "serve", "--host", "127.0.0.1", "--port", str(self.port)],
+            [
+                str(paywarden_command()),
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--workers",
+                str(self.workers),
+            ],
             cwd=self._workdir,
             env=self._environ,
             stdin=subprocess.DEVNULL,
@@ -67,6 +83,9 @@ class ServeProcess:
         assert self._process is not None
         if self._process.poll() is not None:
             raise RuntimeError(f"paywarden serve on port {self.port} exited:\n{self.output()}")
+        # With several workers, /readyz answers as soon as the first is up: wait for every one.
+        if self.workers > 1 and self.output().count(STARTUP_COMPLETE) < self.workers:
+            return False
         try:
             return httpx.get(f"{self.base_url}/readyz", timeout=2).status_code == 200
         except httpx.HTTPError:

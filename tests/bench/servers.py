@@ -1,0 +1,95 @@
+"""What benchmarks run against: real `paywarden serve` processes (so the server has its own
+interpreter and GIL and is measured from outside, as a client would see it), and Coinbase's x402
+SDK buyer for the bare exchange."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from eth_account import Account
+from x402 import x402Client
+from x402.http.clients import x402HttpxClient
+from x402.mechanisms.evm import EthAccountSigner
+from x402.mechanisms.evm.exact import register_exact_evm_client
+
+from server.settings import Settings
+from tests.support.chain import free_port
+from tests.support.paywarden import chain_environ, settings_for
+from tests.support.processes import READY_TIMEOUT_S, ServeProcess, server_environ
+
+# Four servers of two connections each at most stay well under PostgreSQL's max_connections while
+# other runs share the database server; single servers keep the default pool.
+POOL_SIZE_MANY = "4"
+NETWORK = "eip155:84532"
+
+
+@dataclass(frozen=True)
+class Served:
+    public_url: str
+    processes: list[ServeProcess]
+    settings: Settings  # what tokens for these servers are issued against (audience: the public URL)
+
+    @property
+    def mcp_url(self) -> str:
+        return self.processes[0].mcp_url
+
+
+@contextmanager
+def paywarden(
+    database_url: str,
+    workdir: Path,
+    *,
+    extra: Mapping[str, str] | None = None,
+    count: int = 1,
+    workers: int = 1,
+) -> Iterator[Served]:
+    extra = dict(extra or {})
+    if count > 1:
+        extra.setdefault("PAYWARDEN_DATABASE_POOL_SIZE", POOL_SIZE_MANY)
+    workdir.mkdir(parents=True, exist_ok=True)
+    ports = [free_port() for _ in range(count)]
+    public_url = f"http://127.0.0.1:{ports[0]}"
+    environ = server_environ(database_url=database_url, public_url=public_url, extra=extra)
+    with ExitStack() as stack:
+        processes = []
+        for port in ports:
+            process = ServeProcess(port=port, environ=environ, workdir=workdir, workers=workers)
+            stack.callback(process.stop)
+            process.start()
+            processes.append(process)
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not all(process.ready() for process in processes):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"paywarden serve not ready in {READY_TIMEOUT_S} s")
+            time.sleep(0.1)  # bounded polling of /readyz, not a wait for something to happen
+        settings = settings_for(database_url=database_url, port=ports[0], extra=extra)
+        yield Served(public_url, processes, settings)
+
+
+def chain(anvil: Any, token_address: str, *, rpc_url: str | None = None) -> dict[str, str]:
+    return chain_environ(rpc_url=rpc_url or anvil.rpc_url, token_address=token_address)
+
+
+def fresh_block(anvil: Any) -> None:
+    """Mine a block: anvil mines only on demand, and an authorisation is valid from a minute back."""
+    anvil.w3.provider.make_request("evm_mine", [])
+
+
+def sdk_client(private_key: str, token_address: str, *, timeout_s: float = 60) -> x402HttpxClient:
+    """Coinbase's x402 SDK buyer: its httpx client, paying the test token (spend controls allow it:
+    the SDK pays only the real USDC addresses it knows unless an asset is allowed explicitly)."""
+    buyer = x402Client()
+    register_exact_evm_client(buyer, EthAccountSigner(Account.from_key(private_key)), networks=NETWORK)
+    buyer.set_spend_controls(
+        {
+            "allowed_assets": [
+                {"network": NETWORK, "asset": token_address, "max_amount_per_payment": "1000000"}
+            ]
+        }
+    )
+    return x402HttpxClient(buyer, timeout=timeout_s)
