@@ -23,7 +23,8 @@ MODULES = (
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     def position(item: pytest.Item) -> int:
-        name = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
+        module = getattr(item, "module", None)
+        name = module.__name__.rsplit(".", 1)[-1] if module is not None else ""
         return MODULES.index(name) if name in MODULES else len(MODULES)
 
     items.sort(key=position)

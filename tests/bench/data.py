@@ -11,6 +11,8 @@ from sqlmodel import Session
 from server.models.enums import RuleScope
 from server.policy.rule_service import add_rule
 from server.policy.rules import Rule
+from server.tenancy.service import rule_target
+from tests.support.principals import OPERATOR
 
 ACTOR = "bench:setup"
 
@@ -28,8 +30,7 @@ def add_org_rule(
 ) -> Rule:
     return add_rule(
         session,
-        scope=RuleScope.ORG,
-        scope_ref=org_id,
+        target=rule_target(session, OPERATOR, RuleScope.ORG, org_id),
         kind=kind,
         host=host,
         path_prefix=path_prefix,

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 import pytest
@@ -20,9 +21,9 @@ from sqlalchemy.engine import Connection
 
 from server.kit.clock import SystemClock
 from server.kit.db import Database
-from server.models.enums import IntentStatus, RuleScope
+from server.models.enums import IntentStatus, RuleScope, RuleWindow
 from server.payments.repository import IntentRepository, SpendFilter
-from server.policy.windows import Window, window_start
+from server.policy.windows import window_start
 from tests.support.payment_rows import write_payments
 from tests.support.paywarden import settings_for
 from tests.support.principals import OPERATOR
@@ -95,7 +96,7 @@ def ledger(db: Database) -> dict[str, str]:
     return {"org": first.org_id, "agent": first.agent_id, "team": team, "member": member}
 
 
-WINDOWS = (Window.DAY, Window.WEEK, Window.MONTH)
+WINDOWS = tuple(RuleWindow)
 SPEND_CASES: list[tuple[RuleScope, str | None, str | None]] = [
     (RuleScope.AGENT, None, None),
     (RuleScope.ORG, None, None),
@@ -106,13 +107,19 @@ SPEND_CASES: list[tuple[RuleScope, str | None, str | None]] = [
 ]
 
 
+def _newest(intents: IntentRepository, *, agent_id: str, status: IntentStatus | None) -> object:
+    return intents.newest(OPERATOR, agent_id=agent_id, limit=10, status=status)
+
+
+def _spend(intents: IntentRepository, *, spend: SpendFilter, since: datetime, now: datetime) -> object:
+    return intents.counted_spend(spend, since=since, now=now)
+
+
 def test_the_hot_reads_use_an_index(db: Database, ledger: dict[str, str]) -> None:
     now = SystemClock().now()
     cases: dict[str, Callable[[IntentRepository], object]] = {}
     for status in (None, IntentStatus.FAILED):
-        cases[f"list_payments status={status}"] = lambda intents, status=status: intents.newest(
-            OPERATOR, agent_id=ledger["agent"], limit=10, status=status
-        )
+        cases[f"list_payments status={status}"] = partial(_newest, agent_id=ledger["agent"], status=status)
     keys = {
         RuleScope.AGENT: "agent",
         RuleScope.ORG: "org",
@@ -123,8 +130,8 @@ def test_the_hot_reads_use_an_index(db: Database, ledger: dict[str, str]) -> Non
         spend = SpendFilter(ledger["org"], scope, ledger[keys[scope]], host, path)
         for window in WINDOWS:
             since = window_start(window, now)
-            cases[f"counted spend {scope} {window} host={host} path={path}"] = (
-                lambda intents, spend=spend, since=since: intents.counted_spend(spend, since=since, now=now)
+            cases[f"counted spend {scope} {window} host={host} path={path}"] = partial(
+                _spend, spend=spend, since=since, now=now
             )
     velocity = SpendFilter(ledger["org"], RuleScope.AGENT, ledger["agent"])
     cases["counted spend, velocity window"] = lambda intents: intents.counted_spend(
