@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
+import json
 import re
 import secrets
 from dataclasses import dataclass
@@ -125,6 +126,7 @@ class SoftBrowser:
         agent: str | None = None,
         scopes: list[str] | None = None,
         csrf: str | None = None,
+        omit_csrf: bool = False,
     ) -> httpx.Response:
         """Answer a consent page: by default the first agent and every offered scope."""
         text = page.text
@@ -133,8 +135,10 @@ class SoftBrowser:
         offered = re.findall(r'name="scope" id="scope-\d+" value="([^"]+)"', text)
         first_agent = _AGENT.search(text)
         chosen_agent = agent or (first_agent.group(1) if first_agent else "")
-        form: list[tuple[str, str]] = [
-            ("csrf", csrf if csrf is not None else csrf_of(text)),
+        form: list[tuple[str, str]] = (
+            [] if omit_csrf else [("csrf", csrf if csrf is not None else csrf_of(text))]
+        )
+        form += [
             ("query", html.unescape(query.group(1))),
             ("decision", decision),
             ("agent", chosen_agent),
@@ -164,10 +168,16 @@ def enrollment_link_token(db: Database, member_id: str, org_id: str) -> str:
 
 
 def enrolled_person(
-    server: RunningServer, db: Database, *, role: Role = Role.OWNER, org_id: str | None = None
+    server: RunningServer,
+    db: Database,
+    *,
+    role: Role = Role.OWNER,
+    org_id: str | None = None,
+    own_agent: bool = False,
 ) -> Person:
     """A new agent (in a new organisation unless `org_id`), a member of its organisation, and that
-    member's browser, enrolled with a passkey and signed in."""
+    member's browser, enrolled with a passkey and signed in. With `own_agent` the agent is the
+    member's own (they are its person)."""
     agent = make_agent(
         db,
         server.settings,
@@ -176,6 +186,141 @@ def enrolled_person(
         name=f"agent-{secrets.token_hex(3)}",
     )
     member_id = make_member(db, agent.org_id, role=role)
+    if own_agent:
+        agent = make_agent(
+            db,
+            server.settings,
+            allow_hosts=["api.example.com"],
+            org_id=agent.org_id,
+            member_id=member_id,
+            name=f"own-{secrets.token_hex(3)}",
+        )
     browser = SoftBrowser(server)
     browser.enroll(enrollment_link_token(db, member_id, agent.org_id))
     return Person(agent, member_id, browser)
+
+
+CALLBACK = "http://127.0.0.1:53682/callback"
+
+
+def authorization_params(
+    client_id: str,
+    challenge: Pkce,
+    *,
+    redirect_uri: str = CALLBACK,
+    state: str = "state-1",
+    scope: str | None = None,
+    resource: str | None = None,
+    method: str | None = "S256",
+) -> list[tuple[str, str]]:
+    params = [
+        ("response_type", "code"),
+        ("client_id", client_id),
+        ("redirect_uri", redirect_uri),
+        ("state", state),
+        ("code_challenge", challenge.challenge),
+    ]
+    if method is not None:
+        params.append(("code_challenge_method", method))
+    if scope is not None:
+        params.append(("scope", scope))
+    if resource is not None:
+        params.append(("resource", resource))
+    return params
+
+
+def code_of(response: httpx.Response) -> str:
+    assert response.status_code in (302, 303), response.text[:500]
+    found = query_of(response.headers["location"])
+    assert "code" in found, response.headers["location"]
+    return found["code"][0]
+
+
+def exchange(
+    server: RunningServer,
+    client_id: str,
+    code: str,
+    verifier: str,
+    *,
+    redirect_uri: str = CALLBACK,
+    resource: str | None = None,
+    secret: str | None = None,
+) -> httpx.Response:
+    form = {
+        "grant_type": "authorization_code",
+        "code": code,
+        "redirect_uri": redirect_uri,
+        "client_id": client_id,
+        "code_verifier": verifier,
+    }
+    if resource is not None:
+        form["resource"] = resource
+    auth = (client_id, secret) if secret else None
+    return httpx.post(f"{server.public_url}/oauth/token", data=form, auth=auth, timeout=15)
+
+
+def refresh_with(
+    server: RunningServer, client_id: str, refresh_token: str, *, base_url: str | None = None, **extra: str
+) -> httpx.Response:
+    form = {"grant_type": "refresh_token", "refresh_token": refresh_token, "client_id": client_id, **extra}
+    return httpx.post(f"{base_url or server.public_url}/oauth/token", data=form, timeout=15)
+
+
+def connect(
+    server: RunningServer,
+    person: Person,
+    *,
+    client: dict[str, Any] | None = None,
+    scopes: list[str] | None = None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Register (unless given a client), authorize, consent and exchange: (client, token response)."""
+    client = client or register(server, client_name="Test client")
+    challenge = pkce()
+    page = person.browser.authorize(authorization_params(client["client_id"], challenge))
+    assert page.status_code == 200, page.text[:500]
+    code = code_of(person.browser.consent(page, scopes=scopes))
+    answer = exchange(server, client["client_id"], code, challenge.verifier)
+    assert answer.status_code == 200, answer.text
+    return client, answer.json()
+
+
+def mcp_post(
+    url: str, token: str, message: dict[str, Any], headers: dict[str, str] | None = None
+) -> httpx.Response:
+    """One JSON-RPC message to /mcp, as a streamable-HTTP client sends it."""
+    return httpx.post(
+        url,
+        json=message,
+        headers={
+            "Authorization": f"Bearer {token}",
+            "Accept": "application/json, text/event-stream",
+            "Content-Type": "application/json",
+            "MCP-Protocol-Version": "2025-11-25",
+            **(headers or {}),
+        },
+        timeout=30,
+    )
+
+
+def rpc_result(response: httpx.Response) -> dict[str, Any]:
+    """The JSON-RPC message in a response, whether plain JSON or one server-sent event."""
+    assert response.status_code == 200, (response.status_code, response.text[:500])
+    text = response.text
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        data = [line[5:].strip() for line in text.splitlines() if line.startswith("data:")]
+        text = data[-1]
+    message: dict[str, Any] = json.loads(text)
+    return message
+
+
+def call_tool(url: str, token: str, name: str, arguments: dict[str, Any] | None = None) -> httpx.Response:
+    return mcp_post(
+        url,
+        token,
+        {
+            "jsonrpc": "2.0",
+            "id": 7,
+            "method": "tools/call",
+            "params": {"name": name, "arguments": arguments or {}},
+        },
+    )
