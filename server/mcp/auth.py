@@ -85,7 +85,7 @@ class BearerAuthMiddleware:
                 send, needed=needed, ids=list(dict.fromkeys(request_id for _, request_id in calls))
             )
             return
-        await self.app(scope, _replay(body), send)
+        await self.app(scope, _replay(body, receive), send)
 
     async def _note_use(self, principal: Principal) -> None:
         if principal.client_id is None or principal.token_id is None:
@@ -158,18 +158,18 @@ async def _read_body(receive: Receive) -> bytes | None:
     return b"".join(chunks)
 
 
-def _replay(body: bytes) -> Receive:
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """The body read already, then whatever the client does next (a disconnect, eventually)."""
     sent = False
 
-    async def receive() -> Message:
+    async def replay() -> Message:
         nonlocal sent
         if not sent:
             sent = True
             return {"type": "http.request", "body": body, "more_body": False}
-        # After the body, a receive means waiting for the client to go away.
-        return {"type": "http.disconnect"}
+        return await receive()
 
-    return receive
+    return replay
 
 
 def _tool_calls(body: bytes, method_header: str | None, name_header: str | None) -> list[tuple[str, Any]]:
