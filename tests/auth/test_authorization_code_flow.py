@@ -26,7 +26,7 @@ from tests.support.paywarden import RunningServer
 
 
 def test_a_client_connects_by_consent_and_calls_a_tool(server: RunningServer, owner: Person) -> None:
-    client, tokens = connect(server, owner)
+    _client, tokens = connect(server, owner)
     assert tokens["token_type"] == "Bearer"
     assert tokens["access_token"].startswith("pw_at_")
     assert tokens["refresh_token"].startswith("pw_rt_")

@@ -235,12 +235,14 @@ def test_a_document_on_a_private_address_is_never_fetched(
 ) -> None:
     fetcher = _fetcher(authority, answers=answers, allow_private=False)
     extra = {"PAYWARDEN_ALLOW_PRIVATE_HOSTS": "0"}
-    with serve(
-        sqlite_db.url, public_host="localhost", clock=clock, document_http=fetcher, extra=extra
-    ) as running:
-        with SoftBrowser(running) as visitor:
-            target = url.format(port=host.server.port)
-            page = visitor.authorize(authorization_params(target, pkce()))
+    with (
+        serve(
+            sqlite_db.url, public_host="localhost", clock=clock, document_http=fetcher, extra=extra
+        ) as running,
+        SoftBrowser(running) as visitor,
+    ):
+        target = url.format(port=host.server.port)
+        page = visitor.authorize(authorization_params(target, pkce()))
     assert page.status_code == 400
     assert f"{PREFIX} Its address is on a private or local network, which Paywarden never fetches." in _text(
         page

@@ -129,12 +129,12 @@ def test_sign_in_without_the_pages_csrf_token_is_refused(server: RunningServer) 
 
 
 def test_sign_in_is_rate_limited(sqlite_db: Database) -> None:
-    with serve(
-        sqlite_db.url, public_host="localhost", extra={"PAYWARDEN_RATE_LIMIT_SIGN_IN": "2"}
-    ) as limited:
-        with SoftBrowser(limited) as browser:
-            csrf = csrf_of(browser.get("/login").text)
-            answers = [browser.http.post("/login/options", json={"csrf": csrf}) for _ in range(3)]
+    with (
+        serve(sqlite_db.url, public_host="localhost", extra={"PAYWARDEN_RATE_LIMIT_SIGN_IN": "2"}) as limited,
+        SoftBrowser(limited) as browser,
+    ):
+        csrf = csrf_of(browser.get("/login").text)
+        answers = [browser.http.post("/login/options", json={"csrf": csrf}) for _ in range(3)]
     assert [answer.status_code for answer in answers] == [200, 200, 429]
     assert answers[2].json()["message"] == (
         "Too many requests came from here in a short time. Wait a minute and try again."
