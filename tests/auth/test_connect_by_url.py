@@ -68,10 +68,12 @@ class PersonAtTheBrowser:
         self.grant: list[str] | None = None  # None: every scope offered
         self.visits = 0
         self._returned: list[str] = []
+        self._arrived = anyio.Event()
 
     async def install(self) -> None:
         async def arrive(route: Route) -> None:
             self._returned.append(route.request.url)
+            self._arrived.set()
             await route.fulfill(
                 status=200, content_type="text/plain", body="Signed in. You can close this window."
             )
@@ -99,8 +101,8 @@ class PersonAtTheBrowser:
         await self.page.get_by_role("button", name="Allow").click()
 
     async def come_back(self) -> AuthorizationCodeResult:
-        while not self._returned:
-            await anyio.sleep(0.05)  # bounded by the test's fail_after; polls a list the route fills
+        await self._arrived.wait()  # bounded by the test's fail_after
+        self._arrived = anyio.Event()
         found = parse_qs(urlsplit(self._returned.pop()).query)
         return AuthorizationCodeResult(
             code=found["code"][0], state=found.get("state", [None])[0], iss=found.get("iss", [None])[0]
