@@ -183,3 +183,17 @@ def _client_of(db: Database, access_token: str) -> str:
         client = session.get(OAuthClient, row.client_id)
         assert client is not None
         return client.client_id
+
+
+def test_offline_access_is_understood_and_never_a_permission(server: RunningServer, owner: Person) -> None:
+    client = register(server)
+    challenge = pkce()
+    page = owner.browser.authorize(
+        authorization_params(client["client_id"], challenge, scope="payments:read offline_access")
+    )
+    assert page.status_code == 200
+    assert 'value="offline_access"' not in page.text  # not a permission on the page
+    code = code_of(owner.browser.consent(page))
+    tokens = exchange(server, client["client_id"], code, challenge.verifier).json()
+    assert tokens["scope"] == "payments:read"
+    assert tokens["refresh_token"].startswith("pw_rt_")

@@ -233,3 +233,24 @@ def test_a_page_that_needs_a_session_sends_you_to_sign_in(server: RunningServer)
         assert answer.headers["location"].startswith("/login?next=")
     root = httpx.get(server.public_url + "/")
     assert root.headers["location"] == "/admin"
+
+
+def test_cookies_are_secure_on_https(sqlite_db: Database) -> None:
+    from starlette.testclient import TestClient
+
+    from server.app import create_app
+    from tests.support.paywarden import settings_for
+
+    settings = settings_for(
+        database_url=sqlite_db.url, port=443, extra={"PAYWARDEN_PUBLIC_URL": "https://pay.example.com"}
+    )
+    assert settings.secure_cookies
+    with TestClient(create_app(settings), base_url="https://pay.example.com") as client:
+        page = client.get("/login")
+    assert page.status_code == 200
+    cookie = page.headers["set-cookie"]
+    assert cookie.startswith("pw_browser=")
+    assert "Secure" in cookie
+    assert "HttpOnly" in cookie
+    assert page.headers["content-security-policy"].startswith("default-src 'self'")
+    assert page.headers["x-frame-options"] == "DENY"

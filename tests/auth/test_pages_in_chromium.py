@@ -81,7 +81,9 @@ async def test_enrolment_sign_in_and_passkeys_on_a_phone(
         await screenshots.take(page, "home")
 
         await page.get_by_role("button", name="Sign out").click()
-        await expect(page.get_by_role("status").filter(has_text="signed out")).to_have_text("You are signed out.")
+        await expect(page.get_by_role("status").filter(has_text="signed out")).to_have_text(
+            "You are signed out."
+        )
         await _check_page(page)
         await screenshots.take(page, "signed-out")
         await page.get_by_role("button", name="Sign in with a passkey").click()
