@@ -28,6 +28,7 @@ from auth.oauth_server import (
     HttpRequest,
     OAuthConfig,
     PaywardenAuthorizationServer,
+    RedirectNotRegistered,
 )
 from auth.redirects import host_of
 from auth.repository import DelegableAgentRepository, GrantRepository
@@ -100,7 +101,7 @@ class AuthorizationRequest:
 def _page_error(error: OAuth2Error) -> AuthorizationPageError:
     if isinstance(error, InvalidClientError):
         return AuthorizationPageError(PageReason.UNKNOWN_CLIENT, detail=error.description)
-    if "Redirect URI" in (error.description or ""):
+    if isinstance(error, RedirectNotRegistered):
         return AuthorizationPageError(PageReason.REDIRECT_NOT_REGISTERED, detail=error.description)
     return AuthorizationPageError(PageReason.MALFORMED, detail=error.description)
 

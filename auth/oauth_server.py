@@ -78,6 +78,10 @@ class InvalidTargetError(OAuth2Error):
     error = "invalid_target"
 
 
+class RedirectNotRegistered(InvalidRequestError):
+    """The redirect URI is not one the client registered: never redirect there (RFC 6749 4.1.2.1)."""
+
+
 @dataclass(frozen=True)
 class OAuthConfig:
     issuer: str
@@ -312,6 +316,15 @@ class S256CodeChallenge(CodeChallenge):
 
 class _AuthorizationCode(AuthorizationCodeGrant):
     TOKEN_ENDPOINT_AUTH_METHODS = SUPPORTED_AUTH_METHODS
+
+    @staticmethod
+    def validate_authorization_redirect_uri(request: Any, client: _Client) -> str:
+        redirect_uri = request.payload.redirect_uri
+        if not redirect_uri:
+            raise InvalidRequestError("Missing redirect_uri.", state=request.payload.state)
+        if not client.check_redirect_uri(redirect_uri):
+            raise RedirectNotRegistered("The redirect_uri is not one the client registered.")
+        return str(redirect_uri)
 
     def validate_authorization_request(self) -> str:
         redirect_uri: str = super().validate_authorization_request()

@@ -4,6 +4,7 @@ its rate limit, and hand it to identity's services in a worker thread (authlib i
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -111,7 +112,10 @@ async def _form_request(request: Request) -> HttpRequest:
     )
 
 
-def _form_endpoint(respond: Any) -> Any:
+Responder = Callable[..., HttpAnswer]
+
+
+def _form_endpoint(respond: Responder) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
         services = services_of(request)
         try:
