@@ -254,3 +254,21 @@ def test_cookies_are_secure_on_https(sqlite_db: Database) -> None:
     assert "HttpOnly" in cookie
     assert page.headers["content-security-policy"].startswith("default-src 'self'")
     assert page.headers["x-frame-options"] == "DENY"
+
+
+def test_a_session_expires_and_housekeeping_forgets_it(
+    server: RunningServer, owner: Person, sqlite_db: Database, clock: FrozenClock
+) -> None:
+    from auth.housekeeping import IdentityHousekeeping
+    from server.models import WebAuthnChallenge, WebSession
+
+    assert owner.browser.get("/admin").status_code == 200
+    clock.advance(server.settings.session_ttl + 1)
+    assert owner.browser.get("/admin").status_code == 302
+    with sqlite_db.read() as session:
+        assert session.exec(select(WebSession)).all()
+        assert session.exec(select(WebAuthnChallenge)).all()
+    assert IdentityHousekeeping(db=sqlite_db, clock=clock).purge() > 0
+    with sqlite_db.read() as session:
+        assert session.exec(select(WebSession)).all() == []
+        assert session.exec(select(WebAuthnChallenge)).all() == []
