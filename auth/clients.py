@@ -190,13 +190,6 @@ def find_client(session: Session, client_id: str) -> OAuthClient | None:
     return None if row is None or row.disabled_at is not None else row
 
 
-def client_by_row_id(session: Session, row_id: str) -> OAuthClient:
-    row = ClientRepository(session).by_row_id(row_id)
-    if row is None:
-        raise ClientNotFound()
-    return row
-
-
 def create_admin_client(
     session: Session,
     *,

@@ -108,9 +108,6 @@ class ClientRepository(Repository[OAuthClient]):
     def by_client_id(self, client_id: str) -> OAuthClient | None:
         return self.first(self.statement().where(OAuthClient.client_id == client_id))
 
-    def by_row_id(self, row_id: str) -> OAuthClient | None:
-        return self.session.get(OAuthClient, row_id)
-
     def note_use(self, row_id: str, now: datetime) -> None:
         self.session.execute(
             update(OAuthClient).where(col(OAuthClient.id) == row_id).values(last_used_at=now)
