@@ -275,13 +275,13 @@ def _server(grant: Any) -> PaywardenAuthorizationServer:
 
 def requested_scopes(client: OAuthClient, scope: str | None) -> frozenset[Scope]:
     """The agent scopes a request asks for: what it names (less offline_access, which only asks
-    for a refresh token), or, naming none, what the client registered, else every agent scope."""
+    for a refresh token), or, naming none, what the client registered, else every agent scope.
+
+    A registered scope is a default, not a ceiling: a client stepping up asks for more than it
+    first registered, and the person decides on the consent page anyway."""
     names = set(scope_to_list(scope) or []) - {OFFLINE_ACCESS}
-    registered = set((client.scope or "").split()) - {OFFLINE_ACCESS}
     if not names:
-        names = registered or {str(item) for item in AGENT_SCOPES}
-    elif registered and not names <= registered:
-        raise InvalidScopeError("The application asked for a scope it did not register.")
+        names = set((client.scope or "").split()) - {OFFLINE_ACCESS} or {str(item) for item in AGENT_SCOPES}
     return frozenset(Scope(name) for name in names)
 
 

@@ -197,3 +197,13 @@ def test_offline_access_is_understood_and_never_a_permission(server: RunningServ
     tokens = exchange(server, client["client_id"], code, challenge.verifier).json()
     assert tokens["scope"] == "payments:read"
     assert tokens["refresh_token"].startswith("pw_rt_")
+
+
+def test_a_registered_scope_is_the_default_not_a_ceiling(server: RunningServer, owner: Person) -> None:
+    client = register(server, scope="payments:read")
+    default = owner.browser.authorize(authorization_params(client["client_id"], pkce()))
+    assert 'value="payments:read"' in default.text
+    assert 'value="payments:write"' not in default.text
+    wider = owner.browser.authorize(authorization_params(client["client_id"], pkce(), scope="payments:write"))
+    assert wider.status_code == 200
+    assert 'value="payments:write"' in wider.text
