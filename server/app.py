@@ -27,6 +27,7 @@ from server.mcp.server import build_mcp_server
 from server.services import Services, build_services
 from server.settings import Settings, load_settings
 from server.web import health
+from server.web.errors import http_error, server_error
 from server.web.routes import routes as web_routes
 
 
@@ -78,7 +79,11 @@ def create_app(
         Route("/readyz", endpoint=health.readyz(services.db), methods=["GET"]),  # type: ignore[arg-type]
         *web_routes(settings),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={404: http_error, 405: http_error, 500: server_error},
+    )
     app.state.services = services
     return app
 

@@ -272,3 +272,15 @@ def test_a_session_expires_and_housekeeping_forgets_it(
     with sqlite_db.read() as session:
         assert session.exec(select(WebSession)).all() == []
         assert session.exec(select(WebAuthnChallenge)).all() == []
+
+
+def test_an_unknown_address_is_a_page_with_a_sentence(server: RunningServer) -> None:
+    page = httpx.get(f"{server.public_url}/no/such/page", headers={"Accept": "text/html"})
+    assert page.status_code == 404
+    assert "There is no page at this address." in page.text
+    assert page.headers["x-frame-options"] == "DENY"
+    api = httpx.get(f"{server.public_url}/no/such/page", headers={"Accept": "application/json"})
+    assert api.status_code == 404
+    assert api.json()["error"] == "page_not_found"
+    wrong_method = httpx.get(f"{server.public_url}/oauth/token", headers={"Accept": "text/html"})
+    assert wrong_method.status_code == 405
