@@ -1,6 +1,9 @@
-"""Identity: bearer tokens (issue, verify, revoke), their scopes, and the principal a request acts as.
+"""Identity: the principal a request acts as, bearer tokens and their scopes, the OAuth 2.1
+authorization server (clients, consent, codes, refresh families, revocation, introspection),
+members' passkeys and browser sessions, and the rate limits that guard sign-in and the token
+endpoints.
 
-It sits below the domains, which take a `Principal` to scope what they read, and above the audit
-log, the models and the kit, which are all it imports; its queries live in `auth.repository`.
-The OAuth 2.1 authorization server and members' passkeys live here too as they arrive.
+It sits below the domains, which take a `Principal` to scope what they read. It imports only the
+audit log, jobs, the kit, models, settings and the seller client (for client metadata documents);
+its queries live in `auth.repository`. Its HTTP endpoints and pages are entry points in server/web.
 """

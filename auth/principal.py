@@ -1,7 +1,7 @@
 """Who a request acts as, and therefore what it may read.
 
 - an agent (an agent token): one agent of one organisation, with the scopes its token carries;
-- a member (a signed-in person, coming with the member pages) of one organisation, with a role;
+- a member (a person signed in with a passkey) of one organisation;
 - an organisation's admin token (the admin API);
 - the operator (the command line, which holds the database's own credentials) and the system
   (background jobs): both act across organisations, and say so explicitly.
@@ -48,6 +48,11 @@ class Principal:
         client_id: str | None = None,
     ) -> Principal:
         return cls(PrincipalKind.AGENT, org_id, agent_id, None, token_id, scopes, client_id)
+
+    @classmethod
+    def for_member(cls, *, org_id: str, member_id: str) -> Principal:
+        """A signed-in person: reads their organisation (never another's)."""
+        return cls(PrincipalKind.MEMBER, org_id, member_id=member_id)
 
     @classmethod
     def for_admin_token(cls, *, org_id: str, token_id: str, scopes: frozenset[Scope]) -> Principal:

@@ -1,15 +1,42 @@
-"""Every query on bearer tokens, and the one question identity asks about an agent: is it enabled.
+"""Every query of identity: tokens and their refresh families, OAuth clients, grants and codes,
+members' passkeys and sessions, WebAuthn challenges, rate-limit counters, and the agents a member
+may connect to an application.
 
-A token belongs to one organisation, and an agent token to one agent. Finding a token by its
-secret's hash is how a request becomes a principal, so it is the one read not made for one.
+Reads for a principal go through `TenantRepository.readable`. A few reads come before there is a
+principal, because they are how a request becomes one: a token, a code, a session or a passkey is
+found by its secret's hash or its credential id, and an enrolment link by its token's hash.
+Conditional updates (`claim_*`) are how two processes racing for one code, one refresh token or
+one challenge are told apart: exactly one of them changes the row.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, ClassVar
 
-from server.kit.repository import TenantRepository
-from server.models import AccessToken, Agent
+from sqlalchemy import CursorResult, and_, case, delete, exists, func, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlmodel import col
+
+from server.kit.repository import Reader, Repository, TenantRepository
+from server.models import (
+    AccessToken,
+    Agent,
+    AuthorizationCode,
+    Member,
+    MemberPasskey,
+    OAuthClient,
+    OAuthGrant,
+    RateLimitBucket,
+    WebAuthnChallenge,
+    WebSession,
+)
+from server.models.enums import ChallengePurpose, ClientKind, Role
+
+
+def _changed(result: Any) -> int:
+    return result.rowcount if isinstance(result, CursorResult) else 0
 
 
 class TokenRepository(TenantRepository[AccessToken]):
@@ -23,3 +50,288 @@ class TokenRepository(TenantRepository[AccessToken]):
         """Whether the agent exists and is not disabled."""
         agent = self.session.get(Agent, agent_id)
         return agent is not None and agent.disabled_at is None
+
+    def claim_rotation(self, token_id: str, now: datetime) -> bool:
+        """Mark a live refresh token as exchanged; False if it already was (or was revoked)."""
+        return (
+            _changed(
+                self.session.execute(
+                    update(AccessToken)
+                    .where(col(AccessToken.id) == token_id)
+                    .where(col(AccessToken.rotated_at).is_(None), col(AccessToken.revoked_at).is_(None))
+                    .values(rotated_at=now)
+                )
+            )
+            == 1
+        )
+
+    def one_of_family(self, family_id: str) -> AccessToken | None:
+        return self.first(self.statement().where(AccessToken.family_id == family_id))
+
+    def revoke_family(self, family_id: str, now: datetime) -> int:
+        """Revoke every live token of one refresh family; how many were live."""
+        return _changed(
+            self.session.execute(
+                update(AccessToken)
+                .where(col(AccessToken.family_id) == family_id, col(AccessToken.revoked_at).is_(None))
+                .values(revoked_at=now)
+            )
+        )
+
+    def revoke_of_grant(self, grant_id: str, now: datetime) -> int:
+        return _changed(
+            self.session.execute(
+                update(AccessToken)
+                .where(col(AccessToken.grant_id) == grant_id, col(AccessToken.revoked_at).is_(None))
+                .values(revoked_at=now)
+            )
+        )
+
+    def purge_expired(self, before: datetime) -> int:
+        """Delete tokens of the authorization server that expired before `before`; tokens issued
+        on the command line stay, as the record of what was issued."""
+        return _changed(
+            self.session.execute(
+                delete(AccessToken).where(
+                    col(AccessToken.grant_id).is_not(None), col(AccessToken.expires_at) < before
+                )
+            )
+        )
+
+
+class ClientRepository(Repository[OAuthClient]):
+    """OAuth clients belong to no organisation, except the admin clients an operator creates for
+    one agent (their `org_id`)."""
+
+    model = OAuthClient
+
+    def by_client_id(self, client_id: str) -> OAuthClient | None:
+        return self.first(self.statement().where(OAuthClient.client_id == client_id))
+
+    def note_use(self, row_id: str, now: datetime) -> None:
+        self.session.execute(
+            update(OAuthClient).where(col(OAuthClient.id) == row_id).values(last_used_at=now)
+        )
+
+    def purge_unused(self, *, registered_before: datetime, stale_before: datetime) -> int:
+        """Delete clients that never got a grant: registrations older than `registered_before`,
+        and cached metadata documents that went stale before `stale_before`."""
+        never_granted = ~exists(
+            select(col(OAuthGrant.id)).where(col(OAuthGrant.client_id) == col(OAuthClient.id))
+        )
+        return _changed(
+            self.session.execute(
+                delete(OAuthClient)
+                .where(never_granted)
+                .where(
+                    or_(
+                        and_(
+                            col(OAuthClient.kind) == ClientKind.REGISTERED,
+                            col(OAuthClient.created_at) < registered_before,
+                        ),
+                        and_(
+                            col(OAuthClient.kind) == ClientKind.METADATA_DOCUMENT,
+                            col(OAuthClient.stale_at) < stale_before,
+                        ),
+                    )
+                )
+            )
+        )
+
+
+class GrantRepository(TenantRepository[OAuthGrant]):
+    """Connections: which client acts for which agent, with which scopes."""
+
+    model = OAuthGrant
+    agent_column: ClassVar[str | None] = "agent_id"
+
+    def live_for(self, *, client_row_id: str, agent_id: str) -> OAuthGrant | None:
+        return self.first(
+            self.statement().where(
+                OAuthGrant.client_id == client_row_id,
+                OAuthGrant.agent_id == agent_id,
+                col(OAuthGrant.revoked_at).is_(None),
+            )
+        )
+
+    def by_id(self, grant_id: str) -> OAuthGrant | None:
+        return self.session.get(OAuthGrant, grant_id)
+
+    def live_of_org(self, reader: Reader) -> list[tuple[OAuthGrant, OAuthClient, Agent]]:
+        """The reader's organisation's live connections, most recently used first."""
+        grants = self.all(
+            self.readable(reader)
+            .where(col(OAuthGrant.revoked_at).is_(None))
+            .order_by(
+                col(OAuthGrant.last_used_at).desc().nulls_last(),
+                col(OAuthGrant.created_at).desc(),
+            )
+        )
+        found: list[tuple[OAuthGrant, OAuthClient, Agent]] = []
+        for grant in grants:
+            client = self.session.get(OAuthClient, grant.client_id)
+            agent = self.session.get(Agent, grant.agent_id)
+            if client is not None and agent is not None:
+                found.append((grant, client, agent))
+        return found
+
+    def touch_for_token(self, token_id: str, now: datetime, *, not_since: datetime) -> None:
+        """Note that the grant behind a token was used, unless it was noted since `not_since`."""
+        grant_of_token = (
+            select(col(AccessToken.grant_id)).where(col(AccessToken.id) == token_id).scalar_subquery()
+        )
+        self.session.execute(
+            update(OAuthGrant)
+            .where(col(OAuthGrant.id) == grant_of_token)
+            .where(or_(col(OAuthGrant.last_used_at).is_(None), col(OAuthGrant.last_used_at) < not_since))
+            .values(last_used_at=now)
+        )
+
+
+class CodeRepository(Repository[AuthorizationCode]):
+    model = AuthorizationCode
+
+    def by_hash(self, code_hash: str) -> AuthorizationCode | None:
+        return self.session.get(AuthorizationCode, code_hash)
+
+    def claim(self, code_hash: str, now: datetime) -> bool:
+        """Use a code; False if it was used before."""
+        return (
+            _changed(
+                self.session.execute(
+                    update(AuthorizationCode)
+                    .where(col(AuthorizationCode.code_hash) == code_hash)
+                    .where(col(AuthorizationCode.used_at).is_(None))
+                    .values(used_at=now)
+                )
+            )
+            == 1
+        )
+
+    def purge_expired(self, before: datetime) -> int:
+        return _changed(
+            self.session.execute(delete(AuthorizationCode).where(col(AuthorizationCode.expires_at) < before))
+        )
+
+
+class MemberAccountRepository(Repository[Member]):
+    """Members as identity sees them: found by an enrolment token's hash or by the id a session
+    names, before any principal exists."""
+
+    model = Member
+
+    def by_enroll_hash(self, token_hash: str) -> Member | None:
+        return self.first(self.statement().where(Member.enroll_token_hash == token_hash))
+
+    def by_id(self, member_id: str) -> Member | None:
+        return self.session.get(Member, member_id)
+
+
+class PasskeyRepository(TenantRepository[MemberPasskey]):
+    model = MemberPasskey
+
+    def by_credential_id(self, credential_id: str) -> MemberPasskey | None:
+        return self.first(self.statement().where(MemberPasskey.credential_id == credential_id))
+
+    def of_member(self, reader: Reader, member_id: str) -> Sequence[MemberPasskey]:
+        return self.all(
+            self.readable(reader)
+            .where(MemberPasskey.member_id == member_id)
+            .order_by(col(MemberPasskey.created_at), col(MemberPasskey.id))
+        )
+
+    def count_of_member(self, member_id: str) -> int:
+        return int(
+            self.session.execute(
+                select(func.count())
+                .select_from(MemberPasskey)
+                .where(col(MemberPasskey.member_id) == member_id)
+            ).scalar_one()
+        )
+
+    def remove(self, row: MemberPasskey) -> None:
+        self.session.delete(row)
+        self.session.flush()
+
+
+class SessionRepository(Repository[WebSession]):
+    model = WebSession
+
+    def by_id(self, session_id: str) -> WebSession | None:
+        return self.session.get(WebSession, session_id)
+
+    def revoke(self, session_id: str, now: datetime) -> None:
+        self.session.execute(
+            update(WebSession)
+            .where(col(WebSession.id) == session_id, col(WebSession.revoked_at).is_(None))
+            .values(revoked_at=now)
+        )
+
+    def purge_expired(self, before: datetime) -> int:
+        return _changed(self.session.execute(delete(WebSession).where(col(WebSession.expires_at) < before)))
+
+
+class ChallengeRepository(Repository[WebAuthnChallenge]):
+    model = WebAuthnChallenge
+
+    def claim(
+        self, challenge_id: str, *, purpose: ChallengePurpose, now: datetime
+    ) -> WebAuthnChallenge | None:
+        """Use a live challenge of this purpose once; None if there is none to use."""
+        claimed = _changed(
+            self.session.execute(
+                update(WebAuthnChallenge)
+                .where(col(WebAuthnChallenge.id) == challenge_id)
+                .where(col(WebAuthnChallenge.purpose) == purpose)
+                .where(col(WebAuthnChallenge.used_at).is_(None), col(WebAuthnChallenge.expires_at) > now)
+                .values(used_at=now)
+            )
+        )
+        return self.session.get(WebAuthnChallenge, challenge_id) if claimed == 1 else None
+
+    def purge_expired(self, before: datetime) -> int:
+        return _changed(
+            self.session.execute(delete(WebAuthnChallenge).where(col(WebAuthnChallenge.expires_at) < before))
+        )
+
+
+class RateLimitRepository(Repository[RateLimitBucket]):
+    model = RateLimitBucket
+
+    def count(self, *, key: str, window_start: int, expires_at: datetime) -> int:
+        """Count one more request in `key`'s window starting at `window_start`, atomically (one
+        INSERT ... ON CONFLICT DO UPDATE on both databases); the count so far, this one included."""
+        dialect = self.session.get_bind().dialect.name
+        insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+        table = RateLimitBucket.__table__  # type: ignore[attr-defined]
+        values = insert(table).values(key=key, window_start=window_start, count=1, expires_at=expires_at)
+        upsert = values.on_conflict_do_update(
+            index_elements=[table.c.key],
+            set_={
+                "count": case(
+                    (table.c.window_start == values.excluded.window_start, table.c.count + 1), else_=1
+                ),
+                "window_start": values.excluded.window_start,
+                "expires_at": values.excluded.expires_at,
+            },
+        ).returning(table.c.count)
+        return int(self.session.execute(upsert).scalar_one())
+
+    def purge_expired(self, before: datetime) -> int:
+        return _changed(
+            self.session.execute(delete(RateLimitBucket).where(col(RateLimitBucket.expires_at) < before))
+        )
+
+
+class DelegableAgentRepository(TenantRepository[Agent]):
+    """The agents a member may connect to an application (see auth/delegation.py): owners and
+    admins any enabled agent of the organisation, everyone else the agents they are the person of."""
+
+    model = Agent
+    agent_column: ClassVar[str | None] = "id"
+
+    def delegable(self, reader: Reader, member: Member) -> Sequence[Agent]:
+        statement = self.readable(reader).where(col(Agent.disabled_at).is_(None))
+        if member.role not in (Role.OWNER, Role.ADMIN):
+            statement = statement.where(Agent.member_id == member.id)
+        return self.all(statement.order_by(col(Agent.name), col(Agent.id)))

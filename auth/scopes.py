@@ -1,20 +1,52 @@
-"""Token scopes and what each one unlocks (SPEC section 6)."""
+"""Token scopes, what each one unlocks (SPEC section 6), and which scopes each tool needs."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from enum import StrEnum
+from types import MappingProxyType
 
 
 class Scope(StrEnum):
     PAYMENTS_READ = "payments:read"  # get_budget, list_payments, get_approval_status, quote_payment
     PAYMENTS_WRITE = "payments:write"  # fetch_paid
-    CATALOG_READ = "catalog:read"  # the catalog tools, when they arrive; no tool needs it yet
+    CATALOG_READ = "catalog:read"  # search_paid_apis, diagnose_payment
     RULES_PROPOSE = "rules:propose"  # propose_rule
     ADMIN = "admin"  # the admin API; never granted to an agent token
 
 
 AGENT_SCOPES = frozenset({Scope.PAYMENTS_READ, Scope.PAYMENTS_WRITE, Scope.CATALOG_READ, Scope.RULES_PROPOSE})
+READ_SCOPES = frozenset({Scope.PAYMENTS_READ, Scope.CATALOG_READ})
 ALL_SCOPES = frozenset(Scope)
+
+# Understood in an authorization request (it asks for a refresh token) but never a permission:
+# every client that may refresh gets a refresh token anyway, so nothing demands it.
+OFFLINE_ACCESS = "offline_access"
+
+# Every scope a call of each tool needs. The resource server challenges with these (HTTP 403)
+# before a tool runs; the tools check the same scope themselves.
+TOOL_SCOPES: Mapping[str, frozenset[Scope]] = MappingProxyType(
+    {
+        "get_budget": frozenset({Scope.PAYMENTS_READ}),
+        "list_payments": frozenset({Scope.PAYMENTS_READ}),
+        "get_approval_status": frozenset({Scope.PAYMENTS_READ}),
+        "quote_payment": frozenset({Scope.PAYMENTS_READ}),
+        "fetch_paid": frozenset({Scope.PAYMENTS_WRITE}),
+        "search_paid_apis": frozenset({Scope.CATALOG_READ}),
+        "diagnose_payment": frozenset({Scope.CATALOG_READ}),
+        "propose_rule": frozenset({Scope.RULES_PROPOSE}),
+    }
+)
+
+# What each scope lets an application do, as the consent page says it to a person.
+SCOPE_DESCRIPTIONS: Mapping[Scope, str] = MappingProxyType(
+    {
+        Scope.PAYMENTS_READ: "See the agent's budget, payments and approvals, and ask what a URL would cost",
+        Scope.PAYMENTS_WRITE: "Pay for URLs within the agent's spending policy",
+        Scope.CATALOG_READ: "Search the catalog of paid APIs",
+        Scope.RULES_PROPOSE: "Propose spending rules that can only narrow what the agent may pay",
+    }
+)
 
 
 class ScopeError(ValueError):
@@ -33,3 +65,16 @@ def parse_scopes(text: str, *, for_agent: bool) -> frozenset[Scope]:
     if for_agent and Scope.ADMIN in scopes:
         raise ScopeError("the admin scope is never granted to an agent token")
     return scopes
+
+
+def scope_text(scopes: Iterable[Scope | str]) -> str:
+    """Scopes as OAuth writes them: space-separated, in a stable order."""
+    return " ".join(sorted({str(scope) for scope in scopes}))
+
+
+def scopes_needed(tool_names: Iterable[str]) -> frozenset[Scope]:
+    """Every scope calls of these tools need; a tool that does not exist needs none."""
+    needed: set[Scope] = set()
+    for name in tool_names:
+        needed |= TOOL_SCOPES.get(name, frozenset())
+    return frozenset(needed)

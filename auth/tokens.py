@@ -1,7 +1,7 @@
 """Bearer tokens: random secrets shown once, stored as SHA-256, prefixed by kind.
 
-Every token Paywarden accepts lives in `access_tokens`, whether the CLI issued it or (later) the
-OAuth server did, so one verifier serves both.
+Every token Paywarden accepts lives in `access_tokens`, whether the CLI issued it (here) or the
+authorization server did (auth/token_families.py), so one verifier serves both.
 """
 
 from __future__ import annotations

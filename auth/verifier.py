@@ -1,11 +1,17 @@
-"""Resource-server side: turn a bearer token into a Principal, or say precisely why not."""
+"""Resource-server side: turn a bearer token into a Principal, or say precisely why not.
+
+One verifier for every token: those issued on the command line and those the authorization
+server issued (which also name their client). Each is checked for its hash, expiry, revocation,
+audience and agent.
+"""
 
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 from auth.principal import Principal
-from auth.repository import TokenRepository
+from auth.repository import GrantRepository, TokenRepository
 from auth.scopes import Scope
 from auth.tokens import ACCESS_PREFIX, find_by_secret
 from server.kit.clock import Clock
@@ -13,6 +19,8 @@ from server.kit.db import Database
 from server.models.enums import TokenKind
 
 _TOKEN_SHAPE = re.compile(r"^pw_at_[A-Za-z0-9_-]{40,60}$")
+# A connection's "last used" is written at most this often, not on every request.
+LAST_USED_PRECISION = timedelta(seconds=60)
 _KNOWN_SCOPES = frozenset(str(scope) for scope in Scope)
 
 
@@ -57,3 +65,16 @@ class TokenVerifier:
 
     async def verify_async(self, secret: str, *, audience: str) -> Principal:
         return await self._db.run(self.verify, secret, audience=audience)
+
+    def note_use(self, principal: Principal) -> None:
+        """Record when the connection behind an authorization-server token was last used."""
+        if principal.client_id is None or principal.token_id is None:
+            return
+        now = self._clock.now()
+        with self._db.write() as session:
+            GrantRepository(session).touch_for_token(
+                principal.token_id, now, not_since=now - LAST_USED_PRECISION
+            )
+
+    async def note_use_async(self, principal: Principal) -> None:
+        await self._db.run(self.note_use, principal)

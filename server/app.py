@@ -1,4 +1,5 @@
-"""The Starlette application: /mcp behind bearer authentication, discovery and health endpoints.
+"""The Starlette application: /mcp behind bearer authentication, discovery, the authorization
+server and members' pages, and health endpoints.
 
 The MCP endpoint runs in stateless streamable-HTTP mode: every request carries everything it
 needs, so any process behind a load balancer can answer any request.
@@ -25,7 +26,9 @@ from server.mcp.auth import BearerAuthMiddleware
 from server.mcp.server import build_mcp_server
 from server.services import Services, build_services
 from server.settings import Settings, load_settings
-from server.web import health, wellknown
+from server.web import health
+from server.web.errors import http_error, server_error
+from server.web.routes import routes as web_routes
 
 
 class SchemaBehind(RuntimeError):
@@ -70,15 +73,19 @@ def create_app(
                 background.cancel_scope.cancel()
                 await services.aclose()
 
-    metadata = wellknown.endpoint(settings)
     routes = [
         Route("/mcp", endpoint=mcp_endpoint, methods=["GET", "POST", "DELETE"]),
-        Route("/.well-known/oauth-protected-resource", endpoint=metadata, methods=["GET"]),  # type: ignore[arg-type]
-        Route("/.well-known/oauth-protected-resource/mcp", endpoint=metadata, methods=["GET"]),  # type: ignore[arg-type]
         Route("/healthz", endpoint=health.healthz, methods=["GET"]),
         Route("/readyz", endpoint=health.readyz(services.db), methods=["GET"]),  # type: ignore[arg-type]
+        *web_routes(settings),
     ]
-    return Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={404: http_error, 405: http_error, 500: server_error},
+    )
+    app.state.services = services
+    return app
 
 
 def create_app_from_env() -> Starlette:

@@ -4,6 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from auth.client_documents import MAX_DOCUMENT_BYTES, ClientDocuments
+from auth.housekeeping import IdentityHousekeeping
+from auth.oauth_server import OAuthConfig
+from auth.passkeys import RelyingParty
+from auth.sessions import Csrf
+from auth.token_families import TokenPolicy
 from auth.verifier import TokenVerifier
 from server.chain.service import ChainService
 from server.jobs.runner import Job
@@ -27,6 +33,10 @@ class Services:
     chain: ChainService
     purchases: PurchaseService
     quotes: QuoteService
+    oauth: OAuthConfig
+    client_documents: ClientDocuments
+    relying_party: RelyingParty
+    csrf: Csrf
     jobs: list[Job] = field(default_factory=list)
 
     async def aclose(self) -> None:
@@ -35,18 +45,44 @@ class Services:
         self.db.dispose()
 
 
-def build_services(settings: Settings, *, clock: Clock | None = None, db: Database | None = None) -> Services:
+def oauth_config(settings: Settings) -> OAuthConfig:
+    return OAuthConfig(
+        issuer=settings.public_url,
+        resource=settings.mcp_url,
+        tokens=TokenPolicy(
+            access_ttl=settings.access_token_ttl,
+            refresh_ttl=settings.refresh_token_ttl,
+            grace_seconds=settings.refresh_grace_seconds,
+            successor_key=settings.master.derive("paywarden refresh successors"),
+        ),
+    )
+
+
+def build_services(
+    settings: Settings,
+    *,
+    clock: Clock | None = None,
+    db: Database | None = None,
+    document_http: SellerClient | None = None,
+) -> Services:
+    """`document_http` replaces the client that fetches client metadata documents (tests give one
+    that trusts their own certificate authority)."""
     clock = clock or SystemClock()
     db = db or Database(settings.database_url, pool_size=settings.database_pool_size)
     sellers = SellerClient(
         max_response_bytes=settings.max_response_bytes, allow_private_hosts=settings.allow_private_hosts
     )
     chain = ChainService(settings.rpc_urls)
+    # Client metadata documents come through the same guarded client as sellers, with a small cap.
+    document_http = document_http or SellerClient(
+        max_response_bytes=MAX_DOCUMENT_BYTES + 1, allow_private_hosts=settings.allow_private_hosts
+    )
     purchases = PurchaseService(db=db, settings=settings, sellers=sellers, chain=chain, clock=clock)
     jobs: list[Job] = [
         SettlementReconciler(db=db, chain=chain, clock=clock),
         OutOfPolicyWatch(db=db, chain=chain, clock=clock, assets=settings.assets),
         ExpireAuthorizations(db=db, chain=chain, clock=clock),
+        IdentityHousekeeping(db=db, clock=clock),
     ]
     return Services(
         settings=settings,
@@ -57,5 +93,9 @@ def build_services(settings: Settings, *, clock: Clock | None = None, db: Databa
         chain=chain,
         purchases=purchases,
         quotes=QuoteService(db=db, settings=settings, sellers=sellers, clock=clock),
+        oauth=oauth_config(settings),
+        client_documents=ClientDocuments(db=db, http=document_http, clock=clock),
+        relying_party=RelyingParty(rp_id=settings.rp_id, origin=settings.pages_origin),
+        csrf=Csrf(settings.master.derive("paywarden csrf")),
         jobs=jobs,
     )

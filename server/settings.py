@@ -62,6 +62,14 @@ class Settings(BaseSettings):
     slack_webhook_url: SecretStr | None = None
     log_format: Literal["console", "json"] = "console"
     background_jobs: bool = True
+    # The authorization server: lifetimes of what it issues, and its abuse limits.
+    access_token_ttl: int = Field(default=3600, ge=300, le=86_400)
+    refresh_token_ttl: int = Field(default=30 * 86_400, ge=3600, le=365 * 86_400)
+    refresh_grace_seconds: int = Field(default=10, ge=0, le=60)
+    session_ttl: int = Field(default=12 * 3600, ge=600, le=30 * 86_400)
+    rate_limit_sign_in: int = Field(default=20, ge=1, le=10_000)
+    rate_limit_register: int = Field(default=20, ge=1, le=10_000)
+    rate_limit_token: int = Field(default=120, ge=1, le=100_000)
 
     @field_validator("database_url")
     @classmethod
@@ -124,6 +132,31 @@ class Settings(BaseSettings):
     @property
     def public_host(self) -> str:
         return urlsplit(self.public_url).netloc
+
+    @property
+    def pages_url(self) -> str:
+        """Where people's pages live: the public URL, except that a loopback address becomes
+        `localhost`, because a passkey needs a host name (browsers refuse an IP address as the
+        WebAuthn RP id)."""
+        parts = urlsplit(self.public_url)
+        if parts.hostname in ("127.0.0.1", "::1"):
+            port = f":{parts.port}" if parts.port else ""
+            return f"{parts.scheme}://localhost{port}{parts.path}"
+        return self.public_url
+
+    @property
+    def rp_id(self) -> str:
+        """The WebAuthn relying party id: the pages' host name."""
+        return urlsplit(self.pages_url).hostname or "localhost"
+
+    @property
+    def pages_origin(self) -> str:
+        parts = urlsplit(self.pages_url)
+        return f"{parts.scheme}://{parts.netloc}"
+
+    @property
+    def secure_cookies(self) -> bool:
+        return self.pages_url.startswith("https://")
 
     @cached_property
     def master(self) -> MasterKey:

@@ -1,4 +1,5 @@
-"""`paywarden demo`: a demo organisation, agent and policy (created once) and a fresh token."""
+"""`paywarden demo`: a demo organisation, agent, owner and policy (created once), a fresh agent
+token, and a link that signs the owner up with a passkey (or, once they have one, signs them in)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from decimal import Decimal
 
 import typer
 
+from auth.passkeys import has_passkey, reissue_enrollment
 from auth.scopes import AGENT_SCOPES
 from auth.tokens import issue_access_token
 from server.cli import schemas
@@ -33,7 +35,8 @@ DEMO_TOKEN_TTL = 7 * 24 * 3600
 
 
 def demo(as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
-    """Create the demo organisation, agent and policy if missing, and print a new agent token."""
+    """Create the demo organisation, agent, owner and policy if missing; print a new agent token, and
+    the owner's enrolment link while they have no passkey yet."""
     with reported_errors():
         ctx = cli_context()
         ctx.require_current_schema()
@@ -62,6 +65,10 @@ def demo(as_json: bool = typer.Option(False, "--json", help="Print one JSON obje
                 owner = create_member(
                     session, org=org, email=DEMO_MEMBER, role=Role.OWNER, actor=ctx.actor, now=now
                 ).member
+            enroll_url = None
+            if not has_passkey(session, owner):
+                enrollment = reissue_enrollment(session, member=owner, actor=ctx.actor, now=now)
+                enroll_url = f"{ctx.settings.pages_url}/enroll/{enrollment.token}"
             issued = issue_access_token(
                 session,
                 org_id=org.id,
@@ -79,7 +86,8 @@ def demo(as_json: bool = typer.Option(False, "--json", help="Print one JSON obje
             owner=owner,
             issued=issued,
             mcp_url=ctx.settings.mcp_url,
-            admin_url=f"{ctx.settings.public_url}/admin",
+            admin_url=f"{ctx.settings.pages_url}/admin",
+            enroll_url=enroll_url,
         )
         emit(data, as_json=as_json, human=_instructions)
 
@@ -87,19 +95,30 @@ def demo(as_json: bool = typer.Option(False, "--json", help="Print one JSON obje
 def _instructions(data: dict[str, object]) -> str:
     url, token = data["mcpUrl"], data["token"]
     cursor = {"mcpServers": {"paywarden": {"url": url, "headers": {"Authorization": f"Bearer {token}"}}}}
+    if data.get("enrollUrl"):
+        person = [
+            f"  Sign up the demo owner ({data['memberEmail']}) with a passkey, once:",
+            f"    {data['enrollUrl']}",
+            f"  then sign in at {data['adminUrl']}",
+        ]
+    else:
+        person = [
+            f"  Sign in as the demo owner ({data['memberEmail']}) with your passkey: {data['adminUrl']}"
+        ]
     return "\n".join(
         [
             "Paywarden demo is ready.",
             f"  MCP URL:     {url}",
-            f"  Agent token: {token}",
-            f"  (agent {data['agentId']} of organisation {data['orgId']}; token expires {data['expiresAt']})",
-            f"  Admin:       {data['adminUrl']} (for now, administer with: .venv/bin/paywarden admin --help)",
+            f"  Admin:       {data['adminUrl']}",
+            *person,
             "",
-            "Add it to Claude Code:",
+            "Connect an MCP client by URL alone: it sends you to sign in and pick the agent it acts for.",
+            f"  claude mcp add --transport http paywarden {url}",
+            "",
+            f"Or give a client the agent token {token} (agent {data['agentId']} of organisation "
+            f"{data['orgId']}; expires {data['expiresAt']}):",
             f'  claude mcp add --transport http paywarden {url} --header "Authorization: Bearer {token}"',
-            "",
-            "Or to Cursor, in ~/.cursor/mcp.json:",
-            "  " + json.dumps(cursor),
+            "  Cursor, in ~/.cursor/mcp.json: " + json.dumps(cursor),
             "",
             "Then ask your agent for its Paywarden budget (get_budget). To let it pay a seller:",
             f"  .venv/bin/paywarden admin policy set {data['agentId']} --allow-host api.example.com",

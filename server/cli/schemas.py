@@ -12,6 +12,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from auth.clients import NewClient
 from auth.tokens import IssuedToken
 from server.approvals import service as approvals
 from server.kit.clock import isoformat
@@ -23,6 +24,7 @@ from server.models import (
     AuditEvent,
     CatalogEntry,
     Member,
+    OAuthClient,
     Organization,
     Team,
     Wallet,
@@ -79,6 +81,31 @@ def token_issued(issued: IssuedToken) -> Document:
 
 def token_revoked(row: AccessToken) -> Document:
     return {"tokenId": row.id, "revokedAt": isoformat(row.revoked_at) if row.revoked_at else None}
+
+
+def client_created(created: NewClient, *, token_url: str) -> Document:
+    row = created.row
+    return {
+        "clientId": row.client_id,
+        "clientSecret": created.secret,
+        "agentId": row.agent_id,
+        "name": row.name,
+        "scopes": (row.scope or "").split(),
+        "tokenUrl": token_url,
+    }
+
+
+def client_revoked(row: OAuthClient) -> Document:
+    return {"clientId": row.client_id, "revokedAt": isoformat(row.disabled_at) if row.disabled_at else None}
+
+
+def enrollment(row: Member, *, enroll_url: str, expires_at: datetime) -> Document:
+    return {
+        "memberId": row.id,
+        "email": row.email,
+        "enrollUrl": enroll_url,
+        "expiresAt": isoformat(expires_at),
+    }
 
 
 def team(row: Team) -> Document:
@@ -150,11 +177,14 @@ def demo(
     issued: IssuedToken,
     mcp_url: str,
     admin_url: str,
+    enroll_url: str | None,
 ) -> Document:
     return {
         "orgId": org.id,
         "agentId": row.id,
         "memberId": owner.id,
+        "memberEmail": owner.email,
+        "enrollUrl": enroll_url,
         "mcpUrl": mcp_url,
         "tokenId": issued.token_id,
         "token": issued.token,

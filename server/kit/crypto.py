@@ -1,4 +1,5 @@
-"""The master key and AES-256-GCM sealing of secrets at rest (wallet keys, CDP credentials).
+"""The master key, AES-256-GCM sealing of secrets at rest (wallet keys, CDP credentials), and keys
+derived from it for one purpose each (CSRF tokens, refresh-token successors).
 
 The key is `pwmk_` + base64url of 32 random bytes: a format that never looks like a wallet key,
 so the "private-key-looking value" guard on configuration cannot confuse the two.
@@ -14,7 +15,9 @@ import stat
 from pathlib import Path
 
 from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 MASTER_KEY_PREFIX = "pwmk_"
 _NONCE_BYTES = 12
@@ -56,6 +59,11 @@ class MasterKey:
 
     def encode(self) -> str:
         return MASTER_KEY_PREFIX + base64.urlsafe_b64encode(self._raw).decode().rstrip("=")
+
+    def derive(self, label: str) -> bytes:
+        """A 32-byte key of its own for one purpose (HKDF-SHA256), so no purpose ever uses the
+        master key itself and every process that holds the master key derives the same one."""
+        return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=label.encode()).derive(self._raw)
 
     def seal(self, plaintext: bytes, *, context: str) -> bytes:
         """Encrypt `plaintext`, bound to `context` (e.g. the wallet id) as associated data."""

@@ -18,6 +18,11 @@ PREFIXES = {
     "rule": "rule",
     "finding": "oop",
     "catalog": "cat",
+    "client": "cli",
+    "grant": "grt",
+    "family": "fam",
+    "passkey": "pkey",
+    "challenge": "wch",
 }
 
 

@@ -1,20 +1,41 @@
-"""Bearer authentication in front of /mcp, as pure ASGI middleware.
+"""Bearer authentication in front of /mcp, as pure ASGI middleware (not the MCP SDK's, which
+challenges without `scope=` and one scope at a time).
 
-A request without a usable token gets 401 with `WWW-Authenticate: Bearer resource_metadata=...`
-pointing at the RFC 9728 document, so OAuth-capable clients can discover how to sign in. A valid
-token's principal is put in the ASGI scope for the tools to read.
+- No usable token: 401 with `WWW-Authenticate: Bearer resource_metadata="...", scope="..."`,
+  pointing at the RFC 9728 document and naming the scopes an agent's token may carry, so an
+  OAuth client can discover where and what to ask for.
+- A token the authorization server issued that lacks a scope the call needs: 403 with
+  `error="insufficient_scope"` and, in one challenge, every scope the call needs, so the client
+  can step up (ask the person again). The tool is read from the JSON-RPC body (`tools/call` and
+  its `name`), and from `Mcp-Name` on 2026-07-28 requests. The body also carries the same stable
+  error as a JSON-RPC error, for clients that ignore the challenge.
+- A token issued on the command line has no client that could step up: its missing scopes are
+  left to the tool, which answers with the tool error `insufficient_scope`.
+
+A valid token's principal is put in the ASGI scope for the tools to read. The bearer token itself
+never goes further than this process: nothing passes it to a seller.
 """
 
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Iterable
+from typing import Any
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from auth.principal import Principal
+from auth.scopes import AGENT_SCOPES, scope_text, scopes_needed
 from auth.verifier import InvalidToken, TokenVerifier
+from server.mcp.errors import InsufficientScope
 
 PRINCIPAL_KEY = "paywarden.principal"
 BEARER_KEY = "paywarden.bearer"
+MAX_INSPECTED_BODY = 4 * 1024 * 1024
+INSUFFICIENT_SCOPE_RPC_CODE = -32003
+# Writing "last used" is throttled per token in this process too; the database keeps the truth.
+_NOTE_EVERY_S = 60.0
 
 
 class BearerAuthMiddleware:
@@ -25,17 +46,18 @@ class BearerAuthMiddleware:
         self.verifier = verifier
         self.audience = audience
         self.resource_metadata_url = resource_metadata_url
+        self._noted: dict[str, float] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        header = _authorization(scope)
+        header = _header(scope, b"authorization")
         if header is None:
             await self._challenge(send, error=None, description="Authentication required.")
             return
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
+        kind, _, token = header.partition(" ")
+        if kind.lower() != "bearer" or not token.strip():
             await self._challenge(send, error="invalid_request", description="Use the Bearer scheme.")
             return
         try:
@@ -48,32 +70,143 @@ class BearerAuthMiddleware:
             return
         scope[PRINCIPAL_KEY] = principal
         scope[BEARER_KEY] = token.strip()
-        await self.app(scope, receive, send)
+        await self._note_use(principal)
+        if principal.client_id is None or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        body = await _read_body(receive)
+        if body is None:
+            await _answer(send, 413, {"error": "request_too_large"}, [])
+            return
+        calls = _tool_calls(body, _header(scope, b"mcp-method"), _header(scope, b"mcp-name"))
+        needed = scopes_needed(name for name, _ in calls)
+        if needed - principal.scopes:
+            await self._step_up(
+                send, needed=needed, ids=list(dict.fromkeys(request_id for _, request_id in calls))
+            )
+            return
+        await self.app(scope, _replay(body, receive), send)
+
+    async def _note_use(self, principal: Principal) -> None:
+        if principal.client_id is None or principal.token_id is None:
+            return
+        last = self._noted.get(principal.token_id)
+        now = time.monotonic()
+        if last is not None and now - last < _NOTE_EVERY_S:
+            return
+        if len(self._noted) > 10_000:
+            self._noted.clear()
+        self._noted[principal.token_id] = now
+        await self.verifier.note_use_async(principal)
 
     async def _challenge(self, send: Send, *, error: str | None, description: str) -> None:
-        parts = [f'resource_metadata="{self.resource_metadata_url}"']
+        parts = [f'resource_metadata="{self.resource_metadata_url}"', f'scope="{scope_text(AGENT_SCOPES)}"']
         if error is not None:
             parts = [f'error="{error}"', f'error_description="{description}"', *parts]
-        body = json.dumps({"error": error or "unauthorized", "error_description": description}).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 401,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"www-authenticate", ("Bearer " + ", ".join(parts)).encode()),
-                ],
-            }
+        body = {"error": error or "unauthorized", "error_description": description}
+        await _answer(send, 401, body, [(b"www-authenticate", ("Bearer " + ", ".join(parts)).encode())])
+
+    async def _step_up(self, send: Send, *, needed: Iterable[Any], ids: list[Any]) -> None:
+        scopes = scope_text(needed)
+        challenge = (
+            'Bearer error="insufficient_scope", '
+            f'scope="{scopes}", '
+            f'resource_metadata="{self.resource_metadata_url}", '
+            'error_description="The access token does not carry every scope this call needs."'
         )
-        await send({"type": "http.response.body", "body": body})
+        error = InsufficientScope(scope=scopes).as_dict()
+        replies = [
+            {
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "error": {
+                    "code": INSUFFICIENT_SCOPE_RPC_CODE,
+                    "message": error["message"],
+                    "data": {"error": error},
+                },
+            }
+            for request_id in ids
+        ]
+        body: Any = replies[0] if len(replies) == 1 else replies
+        await _answer(send, 403, body, [(b"www-authenticate", challenge.encode())])
 
 
-def _authorization(scope: Scope) -> str | None:
-    for name, value in scope.get("headers", []):
-        if name.lower() == b"authorization":
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key.lower() == name:
             try:
                 return str(value.decode("latin-1"))
             except UnicodeDecodeError:
                 return None
     return None
+
+
+async def _read_body(receive: Receive) -> bytes | None:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_INSPECTED_BODY:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """The body read already, then whatever the client does next (a disconnect, eventually)."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+def _tool_calls(body: bytes, method_header: str | None, name_header: str | None) -> list[tuple[str, Any]]:
+    """(tool name, JSON-RPC id) of every tools/call in the body, and the one `Mcp-Name` names."""
+    calls: list[tuple[str, Any]] = []
+    try:
+        parsed = json.loads(body) if body else None
+    except ValueError:
+        parsed = None
+    messages = parsed if isinstance(parsed, list) else [parsed]
+    first_id: Any = None
+    for message in messages:
+        if not isinstance(message, dict) or message.get("method") != "tools/call":
+            continue
+        params = message.get("params")
+        name = params.get("name") if isinstance(params, dict) else None
+        if first_id is None:
+            first_id = message.get("id")
+        if isinstance(name, str):
+            calls.append((name, message.get("id")))
+    if name_header and (method_header or "").strip() == "tools/call":
+        calls.append((name_header.strip(), first_id))
+    return calls
+
+
+async def _answer(send: Send, status: int, body: Any, headers: list[tuple[bytes, bytes]]) -> None:
+    payload = json.dumps(body).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+                (b"cache-control", b"no-store"),
+                *headers,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": payload})

@@ -89,6 +89,22 @@ class TokenKind(StrEnum):
     REFRESH = "refresh"
 
 
+class ClientKind(StrEnum):
+    """How the authorization server came to know an OAuth client."""
+
+    REGISTERED = "registered"  # dynamic client registration (RFC 7591)
+    METADATA_DOCUMENT = "metadata_document"  # its client_id is the URL of its metadata document
+    ADMIN = "admin"  # created by an operator for client_credentials, bound to one agent
+
+
+class ChallengePurpose(StrEnum):
+    """What a WebAuthn challenge was issued for: an answer is checked against that purpose only."""
+
+    SIGN_IN = "sign_in"
+    ENROLL = "enroll"
+    ADD_PASSKEY = "add_passkey"
+
+
 class PayToMode(StrEnum):
     PINNED = "pinned"  # the catalog knows the seller's receiving addresses
     ROTATING = "rotating"  # the seller uses a new address each time

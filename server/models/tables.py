@@ -1,5 +1,7 @@
 """The tables: tenancy (organisations, teams, members, agents), policy and rule versions, wallets,
-tokens, the ledger of payment intents, approvals, the catalog, audit and job leases."""
+tokens, the ledger of payment intents, approvals, the catalog, audit and job leases; and identity:
+OAuth clients, grants and codes, members' passkeys, browser sessions, WebAuthn challenges and
+rate-limit counters."""
 
 from __future__ import annotations
 
@@ -7,12 +9,14 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Column, Index, LargeBinary, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, Column, Index, Integer, LargeBinary, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from server.models.base import EnumColumn, UTCDateTime
 from server.models.enums import (
     ApprovalStatus,
+    ChallengePurpose,
+    ClientKind,
     FindingKind,
     HoldReason,
     IntentStatus,
@@ -146,7 +150,13 @@ class Wallet(SQLModel, table=True):
 
 
 class AccessToken(SQLModel, table=True):
-    """Bearer tokens of every kind; only the SHA-256 of the secret is kept."""
+    """Bearer tokens of every kind; only the SHA-256 of the secret is kept.
+
+    Tokens the authorization server issues name their client (`client_id`, the client row's id),
+    the grant they came from, and their refresh family: every access and refresh token descended
+    from one authorization code shares a `family_id`, so a reused refresh token revokes them all.
+    A refresh token that was exchanged keeps its row, with `rotated_at` set.
+    """
 
     __tablename__ = "access_tokens"
 
@@ -154,6 +164,8 @@ class AccessToken(SQLModel, table=True):
     org_id: str = Field(foreign_key="organizations.id", index=True, max_length=40)
     agent_id: str | None = Field(default=None, foreign_key="agents.id", index=True, max_length=40)
     client_id: str | None = Field(default=None, max_length=120)
+    grant_id: str | None = Field(default=None, foreign_key="oauth_grants.id", index=True, max_length=40)
+    family_id: str | None = Field(default=None, index=True, max_length=40)
     kind: TokenKind = _enum(TokenKind, 20)
     token_hash: str = Field(max_length=64, unique=True)
     scopes: str = Field(max_length=400)
@@ -163,6 +175,140 @@ class AccessToken(SQLModel, table=True):
     created_at: datetime = _ts()
     expires_at: datetime = _ts()
     revoked_at: datetime | None = _ts(nullable=True)
+    rotated_at: datetime | None = _ts(nullable=True)
+
+
+class OAuthClient(SQLModel, table=True):
+    """An OAuth client: registered dynamically, known from its metadata document (a cached copy,
+    refreshed as the document's HTTP caching allows), or created by an operator for
+    client_credentials and bound to one agent. Only the SHA-256 of a client secret is kept."""
+
+    __tablename__ = "oauth_clients"
+
+    id: str = Field(primary_key=True, max_length=40)
+    client_id: str = Field(max_length=512, unique=True)
+    kind: ClientKind = _enum(ClientKind, 20)
+    name: str | None = Field(default=None, max_length=120)
+    redirect_uris: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    grant_types: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    token_endpoint_auth_method: str = Field(max_length=30)
+    application_type: str | None = Field(default=None, max_length=10)
+    scope: str | None = Field(default=None, max_length=400)
+    secret_hash: str | None = Field(default=None, max_length=64)
+    client_uri: str | None = Field(default=None, max_length=512)
+    org_id: str | None = Field(default=None, foreign_key="organizations.id", index=True, max_length=40)
+    agent_id: str | None = Field(default=None, foreign_key="agents.id", max_length=40)
+    document_etag: str | None = Field(default=None, max_length=200)
+    fetched_at: datetime | None = _ts(nullable=True)
+    stale_at: datetime | None = _ts(nullable=True)  # a metadata document is fetched again after this
+    created_by: str = Field(max_length=160)
+    created_at: datetime = _ts()
+    last_used_at: datetime | None = _ts(nullable=True)
+    disabled_at: datetime | None = _ts(nullable=True)
+
+
+class OAuthGrant(SQLModel, table=True):
+    """A connection: one client may act for one agent with these scopes, because a member said so
+    on the consent page (or an operator created an admin client). Revoking it revokes every token
+    it led to."""
+
+    __tablename__ = "oauth_grants"
+    __table_args__ = (Index("ix_oauth_grants_client_agent", "client_id", "agent_id"),)
+
+    id: str = Field(primary_key=True, max_length=40)
+    org_id: str = Field(foreign_key="organizations.id", index=True, max_length=40)
+    agent_id: str = Field(foreign_key="agents.id", max_length=40)
+    client_id: str = Field(foreign_key="oauth_clients.id", max_length=40)
+    member_id: str | None = Field(default=None, foreign_key="members.id", max_length=40)
+    scopes: str = Field(max_length=400)
+    resource: str = Field(max_length=400)
+    redirect_uri: str | None = Field(default=None, max_length=2048)
+    created_by: str = Field(max_length=160)
+    created_at: datetime = _ts()
+    updated_at: datetime = _ts()
+    last_used_at: datetime | None = _ts(nullable=True)
+    revoked_at: datetime | None = _ts(nullable=True)
+    revoked_by: str | None = Field(default=None, max_length=160)
+
+
+class AuthorizationCode(SQLModel, table=True):
+    """A one-time authorization code, bound to its client, redirect URI, PKCE challenge and
+    resource. Only its SHA-256 is kept; `family_id` names the tokens it was exchanged for."""
+
+    __tablename__ = "oauth_codes"
+
+    code_hash: str = Field(primary_key=True, max_length=64)
+    client_id: str = Field(foreign_key="oauth_clients.id", max_length=40)
+    grant_id: str = Field(foreign_key="oauth_grants.id", index=True, max_length=40)
+    org_id: str = Field(foreign_key="organizations.id", max_length=40)
+    agent_id: str = Field(foreign_key="agents.id", max_length=40)
+    member_id: str = Field(foreign_key="members.id", max_length=40)
+    redirect_uri: str = Field(max_length=2048)
+    code_challenge: str = Field(max_length=128)
+    resource: str = Field(max_length=400)
+    scopes: str = Field(max_length=400)
+    created_at: datetime = _ts()
+    expires_at: datetime = _ts(index=True)
+    used_at: datetime | None = _ts(nullable=True)
+    family_id: str | None = Field(default=None, max_length=40)
+
+
+class MemberPasskey(SQLModel, table=True):
+    """A member's passkey (a WebAuthn credential): its id as base64url, its public key (COSE) and
+    the signature counter it last showed."""
+
+    __tablename__ = "member_passkeys"
+
+    id: str = Field(primary_key=True, max_length=40)
+    org_id: str = Field(foreign_key="organizations.id", index=True, max_length=40)
+    member_id: str = Field(foreign_key="members.id", index=True, max_length=40)
+    credential_id: str = Field(max_length=1400, unique=True)
+    public_key: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+    sign_count: int = Field(sa_column=Column(BigInteger, nullable=False))
+    name: str = Field(max_length=60)
+    transports: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    created_at: datetime = _ts()
+    last_used_at: datetime | None = _ts(nullable=True)
+
+
+class WebSession(SQLModel, table=True):
+    """A member's browser session. The cookie holds a random secret; the row's id is its SHA-256."""
+
+    __tablename__ = "web_sessions"
+
+    id: str = Field(primary_key=True, max_length=64)
+    org_id: str = Field(foreign_key="organizations.id", max_length=40)
+    member_id: str = Field(foreign_key="members.id", index=True, max_length=40)
+    passkey_id: str | None = Field(default=None, max_length=40)
+    created_at: datetime = _ts()
+    expires_at: datetime = _ts(index=True)
+    revoked_at: datetime | None = _ts(nullable=True)
+
+
+class WebAuthnChallenge(SQLModel, table=True):
+    """A WebAuthn challenge handed to a page: answered once, before it expires, for its purpose."""
+
+    __tablename__ = "webauthn_challenges"
+
+    id: str = Field(primary_key=True, max_length=40)
+    purpose: ChallengePurpose = _enum(ChallengePurpose, 20)
+    challenge: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+    member_id: str | None = Field(default=None, foreign_key="members.id", max_length=40)
+    created_at: datetime = _ts()
+    expires_at: datetime = _ts(index=True)
+    used_at: datetime | None = _ts(nullable=True)
+
+
+class RateLimitBucket(SQLModel, table=True):
+    """A fixed-window counter of requests for one key (an endpoint and who calls it), shared by
+    every server process through the database."""
+
+    __tablename__ = "rate_limit_buckets"
+
+    key: str = Field(primary_key=True, max_length=200)
+    window_start: int = Field(sa_column=Column(BigInteger, nullable=False))
+    count: int = Field(sa_column=Column(Integer, nullable=False))
+    expires_at: datetime = _ts(index=True)
 
 
 class PaymentIntent(SQLModel, table=True):

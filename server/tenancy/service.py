@@ -6,14 +6,13 @@ Every lookup takes the principal it is made for and finds only what that princip
 
 from __future__ import annotations
 
-import hashlib
 import re
-import secrets
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from sqlmodel import Session
 
+from auth.passkeys import new_enrollment
 from auth.principal import Principal
 from server.audit.service import record as audit
 from server.kit.errors import InputReason, InvalidInput, PaywardenError
@@ -35,8 +34,6 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._-]{0,119}$")
 _EMAIL = re.compile(r"^[^@\s]{1,64}@[A-Za-z0-9.-]{1,189}\.[A-Za-z]{2,63}$")
 ROLES: tuple[Role, ...] = tuple(Role)
 APPROVER_ROLES = frozenset(role for role in Role if role.may_approve)
-ENROLL_PREFIX = "pw_en_"
-ENROLL_TTL = timedelta(days=7)
 MIN_APPROVAL_TTL_SECONDS = 5 * 60
 MAX_APPROVAL_TTL_SECONDS = 24 * 3600
 
@@ -148,10 +145,6 @@ class NewMember:
     enroll_token: str  # shown once, in the enrolment link; only its hash is stored
 
 
-def hash_enroll_token(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
 def parse_role(text: str) -> Role:
     try:
         return Role(text)
@@ -165,14 +158,14 @@ def create_member(
     email = email.strip().lower()
     if not _EMAIL.match(email):
         raise InvalidInput(InputReason.INVALID_EMAIL)
-    token = ENROLL_PREFIX + secrets.token_urlsafe(32)
+    enrollment = new_enrollment(now)
     member = Member(
         id=new_id("member"),
         org_id=org.id,
         email=email,
         role=role,
-        enroll_token_hash=hash_enroll_token(token),
-        enroll_expires_at=now + ENROLL_TTL,
+        enroll_token_hash=enrollment.token_hash,
+        enroll_expires_at=enrollment.expires_at,
         created_at=now,
     )
     if not MemberRepository(session).add_unique(member):
@@ -186,7 +179,7 @@ def create_member(
         data={"role": role},
         now=now,
     )
-    return NewMember(member, token)
+    return NewMember(member, enrollment.token)
 
 
 def find_member(session: Session, principal: Principal, ref: str, *, org_id: str) -> Member:

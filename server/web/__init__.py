@@ -1,1 +1,2 @@
-"""Plain HTTP endpoints: discovery documents and health."""
+"""The web entry point: discovery documents, the authorization server's endpoints, members' pages
+and health."""

@@ -21,8 +21,10 @@ import pytest
 from sqlmodel import Session, col, select
 
 import server
+from auth.clients import create_admin_client
+from auth.passkeys import RelyingParty, claim_challenge, register_passkey, registration_options
 from auth.principal import Principal, PrincipalKind
-from auth.repository import TokenRepository
+from auth.repository import DelegableAgentRepository, GrantRepository, PasskeyRepository, TokenRepository
 from auth.scopes import AGENT_SCOPES, Scope
 from auth.tokens import TokenNotFound, revoke_token
 from server.approvals.repository import ApprovalRepository
@@ -31,7 +33,7 @@ from server.kit.clock import SystemClock
 from server.kit.db import Database
 from server.kit.repository import TenantRepository
 from server.models import AccessToken, AuditEvent, OutOfPolicyFinding, PolicyVersion, RuleVersion, Wallet
-from server.models.enums import FindingKind, RuleKind, RuleScope, RuleWindow
+from server.models.enums import ChallengePurpose, FindingKind, RuleKind, RuleScope, RuleWindow
 from server.payments.repository import FindingRepository, IntentRepository
 from server.policy.repository import PolicyVersionRepository, RuleVersionRepository
 from server.policy.rule_service import RuleNotFound, ScopeNotFound, add_rule, change_rule, remove_rule
@@ -57,6 +59,7 @@ from server.tenancy.service import (
 from server.wallets.repository import WalletRepository
 from tests.support.ledger import PAYER, USDC, facts, reserve_now
 from tests.support.paywarden import settings_for
+from tests.support.soft_authenticator import SoftAuthenticator
 from tests.support.tenants import AgentSetup, make_agent, make_member, make_team
 
 WALLET_KEY = "0x4c0883a69102937d6231471b5dbb6204fe5129617082792ae468d01a3f362318"
@@ -78,6 +81,8 @@ class World:
     intent_id: str  # held for a person: an intent of A1 with its approval
     approval_id: str
     finding_id: str
+    grant_id: str  # a connection of A1 (an admin client's grant)
+    passkey_id: str  # a passkey of the member of A
 
 
 @pytest.fixture
@@ -121,6 +126,20 @@ def world(db: Database) -> World:
     )
     with db.write() as session:
         assert FindingRepository(session).insert_once(finding)
+    with db.write() as session:
+        client = create_admin_client(
+            session,
+            agent=get_agent(session, OPERATOR, a1.agent_id),
+            name="scoping client",
+            scopes=frozenset({Scope.PAYMENTS_READ}),
+            resource=settings.mcp_url,
+            actor="test",
+            now=_now(),
+        )
+        grant = GrantRepository(session).live_for(client_row_id=client.row.id, agent_id=a1.agent_id)
+        assert grant is not None
+        grant_id = grant.id
+    passkey_id = _passkey(db, a1.org_id, member_id)
     return World(
         a1,
         a2,
@@ -133,7 +152,32 @@ def world(db: Database) -> World:
         held.intent.id,
         held.approval.id,
         finding.id,
+        grant_id,
+        passkey_id,
     )
+
+
+def _passkey(db: Database, org_id: str, member_id: str) -> str:
+    """A passkey of the member, registered as enrolment does, with a software authenticator."""
+    rp = RelyingParty(rp_id="localhost", origin="http://localhost:8402")
+    authenticator = SoftAuthenticator(rp.origin)
+    with db.write() as session:
+        member = find_member(session, OPERATOR, member_id, org_id=org_id)
+        ceremony = registration_options(
+            session, rp=rp, member=member, purpose=ChallengePurpose.ADD_PASSKEY, now=_now()
+        )
+        challenge = claim_challenge(
+            session, ceremony.challenge_id, purpose=ChallengePurpose.ADD_PASSKEY, now=_now()
+        )
+        return register_passkey(
+            session,
+            rp=rp,
+            member=member,
+            challenge=challenge,
+            credential=authenticator.register(ceremony.options_json),
+            name="scoping key",
+            now=_now(),
+        ).id
 
 
 def _now() -> datetime:
@@ -205,6 +249,11 @@ CASES = [
         TokenRepository,
         lambda s, w: _one(s, select(AccessToken.id).where(AccessToken.agent_id == w.a1.agent_id)),
         agent_owned=True,
+    ),
+    Case("connection", GrantRepository, lambda s, w: w.grant_id, agent_owned=True),
+    Case("passkey", PasskeyRepository, lambda s, w: w.passkey_id, agent_owned=False),
+    Case(
+        "agent a member may connect", DelegableAgentRepository, lambda s, w: w.a1.agent_id, agent_owned=True
     ),
     Case(
         "audit event",

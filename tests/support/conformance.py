@@ -7,6 +7,11 @@ token to every request it makes to the server under test.
 
 Each scenario runs in its own `conformance server --scenario NAME -o DIR` process; the verdict is
 read from the `checks.json` it writes, check by check, not from its exit code alone.
+
+The `authorization` command (authorization-server scenarios) exists only from 0.2.0 on, which npm
+has as pre-releases: that version is installed beside 0.1.16 under the alias `conformance-next`
+(`AuthorizationRun`). It prints an authorization URL for a person to open, listens for the
+redirect on 127.0.0.1, and exchanges the code itself.
 """
 
 from __future__ import annotations
@@ -24,6 +29,9 @@ NODE_MODULES = HERE / "node" / "node_modules"
 SUITE_ENTRY = NODE_MODULES / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
 BEARER_MODULE = HERE / "conformance_bearer.mjs"
 SUITE_VERSION = "0.1.16"
+AUTHORIZATION_SUITE_ENTRY = NODE_MODULES / "conformance-next" / "dist" / "index.js"
+AUTHORIZATION_SUITE_VERSION = "0.2.0-alpha.12"
+AUTHORIZATION_SCENARIOS = ("authorization-server-metadata-endpoint", "authorization-code-grant")
 SUITE_MISSING = (
     "Node.js 22 and the MCP conformance suite are not installed: run `make test-deps` "
     "(npm ci --prefix tests/support/node)"
@@ -59,6 +67,10 @@ def node22() -> Path | None:
 
 def suite_installed() -> bool:
     return node22() is not None and SUITE_ENTRY.is_file()
+
+
+def authorization_suite_installed() -> bool:
+    return node22() is not None and AUTHORIZATION_SUITE_ENTRY.is_file()
 
 
 @dataclass(frozen=True)
@@ -191,3 +203,67 @@ def report(runs: list[ScenarioRun], vacuous: dict[str, str]) -> tuple[bool, str]
             lines.extend(f"  {problem}" for problem in problems)
             lines.append(f"  --- {run.scenario} output ---\n{run.output[-4000:]}")
     return ok, "\n".join(lines)
+
+
+class AuthorizationRun:
+    """`conformance authorization` against an issuer, as a child process (both scenarios).
+
+    `authorization_url()` reads its output until it prints the URL a person must open; `finish()`
+    waits for it to exit and returns the run with every check it wrote."""
+
+    def __init__(self, *, issuer: str, client_id: str, resource: str, port: int, output_dir: Path) -> None:
+        node = node22()
+        if node is None or not AUTHORIZATION_SUITE_ENTRY.is_file():
+            raise FileNotFoundError(SUITE_MISSING)
+        self.output_dir = output_dir
+        self.lines: list[str] = []
+        self._process = subprocess.Popen(
+            [
+                str(node),
+                str(AUTHORIZATION_SUITE_ENTRY),
+                "authorization",
+                "--url",
+                issuer,
+                "--client-id",
+                client_id,
+                "--resource",
+                resource,
+                "--port",
+                str(port),
+                "-o",
+                str(output_dir),
+            ],
+            env={**os.environ, "NO_COLOR": "1"},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self._issuer = issuer
+
+    def authorization_url(self) -> str:
+        """Blocks until the suite prints the authorization URL (call it from a worker thread)."""
+        assert self._process.stdout is not None
+        prefix = f"{self._issuer}/oauth/authorize?"
+        for line in self._process.stdout:
+            self.lines.append(line)
+            if line.strip().startswith(prefix):
+                return line.strip()
+        raise RuntimeError("the suite ended without printing an authorization URL:\n" + "".join(self.lines))
+
+    def finish(self, timeout_s: float = SCENARIO_TIMEOUT_S) -> ScenarioRun:
+        """Blocks until the suite exits (call it from a worker thread)."""
+        assert self._process.stdout is not None
+        rest, _ = self._process.communicate(timeout=timeout_s)
+        self.lines.append(rest or "")
+        return ScenarioRun(
+            scenario="authorization",
+            exit_code=self._process.returncode,
+            checks=read_checks("authorization", self.output_dir),
+            output="".join(self.lines),
+        )
+
+    def stop(self) -> None:
+        if self._process.poll() is None:
+            self._process.kill()
+            self._process.wait(timeout=10)

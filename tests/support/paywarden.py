@@ -23,7 +23,8 @@ from mcp_types import CallToolResult
 from server.app import create_app
 from server.kit.clock import Clock
 from server.kit.crypto import MasterKey
-from server.services import Services
+from server.sellers.client import SellerClient
+from server.services import Services, build_services
 from server.settings import Settings, load_settings
 from tests.support.chain import free_port
 
@@ -63,8 +64,14 @@ class RunningServer:
     ) -> None:
         self.settings = settings
         self.port = port
-        app = create_app(settings, clock=clock, services=services)
-        config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+        self.services = services or build_services(settings, clock=clock)
+        config = uvicorn.Config(
+            create_app(settings, services=self.services),
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+            lifespan="on",
+        )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, name=f"paywarden-{port}", daemon=True)
 
@@ -107,10 +114,14 @@ def serve(
     extra: Mapping[str, str] | None = None,
     clock: Clock | None = None,
     public_host: str = "127.0.0.1",
+    document_http: SellerClient | None = None,
 ) -> RunningServer:
+    """A server for `database_url`. `document_http` replaces the client that fetches client
+    metadata documents (one that trusts a test certificate authority, say)."""
     port = free_port()
     settings = settings_for(database_url=database_url, port=port, extra=extra, public_host=public_host)
-    return RunningServer(settings, port=port, clock=clock)
+    services = build_services(settings, clock=clock, document_http=document_http)
+    return RunningServer(settings, port=port, clock=clock, services=services)
 
 
 @asynccontextmanager

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import typer
 
-from server.cli.admin import agent, approvals, catalog, member, org, policy, rule, team, token, wallet
+from server.cli.admin import agent, approvals, catalog, client, member, org, policy, rule, team, token, wallet
 
 app = typer.Typer(
     help="Administer organisations, teams, members, agents, policies, rules, approvals, the catalog, "
-    "wallets and tokens.",
+    "wallets, tokens and OAuth clients.",
     no_args_is_help=True,
 )
 app.add_typer(org.app, name="org")
@@ -20,6 +20,7 @@ app.add_typer(agent.app, name="agent")
 app.add_typer(policy.app, name="policy")
 app.add_typer(wallet.app, name="wallet")
 app.add_typer(token.app, name="token")
+app.add_typer(client.app, name="client")
 app.add_typer(team.app, name="team")
 app.add_typer(member.app, name="member")
 app.add_typer(rule.app, name="rule")

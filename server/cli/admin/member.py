@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import typer
 
+from auth.passkeys import reissue_enrollment
 from server.cli import schemas
 from server.cli.context import cli_context
 from server.cli.output import JSON, emit, reported_errors
@@ -12,7 +13,7 @@ from server.models.enums import RuleKind, RuleScope, RuleWindow
 from server.policy.model import usd_setting
 from server.policy.rule_service import add_rule
 from server.policy.rules import RuleTarget
-from server.tenancy.service import ROLES, create_member, find_org, parse_role
+from server.tenancy.service import ROLES, create_member, find_member, find_org, parse_role
 
 app = typer.Typer(help="Members: the people of an organisation.", no_args_is_help=True)
 
@@ -63,8 +64,33 @@ def member_create(
         emit(
             schemas.member_created(
                 member,
-                enroll_url=f"{ctx.settings.public_url}/enroll/{created.enroll_token}",
+                enroll_url=f"{ctx.settings.pages_url}/enroll/{created.enroll_token}",
                 daily_cap_rule_id=rule_id,
+            ),
+            as_json=as_json,
+        )
+
+
+@app.command("enroll-link")
+def member_enroll_link(
+    member: str = typer.Argument(..., help="Member id or email."),
+    org: str = typer.Option(..., "--org", help="Organisation id or name."),
+    as_json: bool = JSON,
+) -> None:
+    """Print a new one-time enrolment link (valid 7 days) for a member who needs a passkey, for
+    example after losing every device; the member's earlier link stops working."""
+    with reported_errors():
+        ctx = cli_context()
+        ctx.require_current_schema()
+        with ctx.db.write() as session:
+            organisation = find_org(session, ctx.principal, org)
+            row = find_member(session, ctx.principal, member, org_id=organisation.id)
+            enrollment = reissue_enrollment(session, member=row, actor=ctx.actor, now=ctx.clock.now())
+        emit(
+            schemas.enrollment(
+                row,
+                enroll_url=f"{ctx.settings.pages_url}/enroll/{enrollment.token}",
+                expires_at=enrollment.expires_at,
             ),
             as_json=as_json,
         )

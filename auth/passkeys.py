@@ -1,0 +1,403 @@
+"""Members' passkeys (WebAuthn, with the `webauthn` package): enrolment from a one-time link,
+sign-in, and adding, renaming and removing passkeys.
+
+Sign-in is passkey-only and usernameless: the page asks for any passkey of this site (a
+discoverable credential) and the credential it answers with names the member. Every ceremony
+requires user verification (a PIN, a fingerprint, a face), not just presence. Challenges are rows
+(any server process can check an answer) used once, within `CHALLENGE_TTL`, for one purpose.
+
+Enrolment links carry a random token of which only the SHA-256 is kept on the member; the first
+passkey registered through a link uses it up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlmodel import Session
+from webauthn import (
+    generate_authentication_options,
+    generate_registration_options,
+    options_to_json,
+    verify_authentication_response,
+    verify_registration_response,
+)
+from webauthn.helpers import base64url_to_bytes, bytes_to_base64url
+from webauthn.helpers.exceptions import (
+    InvalidAuthenticationResponse,
+    InvalidCBORData,
+    InvalidJSONStructure,
+    InvalidRegistrationResponse,
+)
+from webauthn.helpers.structs import (
+    AuthenticatorSelectionCriteria,
+    AuthenticatorTransport,
+    PublicKeyCredentialDescriptor,
+    ResidentKeyRequirement,
+    UserVerificationRequirement,
+)
+
+from auth.errors import (
+    ChallengeExpired,
+    EnrollmentLinkInvalid,
+    InvalidPasskeyName,
+    LastPasskey,
+    MemberDisabled,
+    PasskeyCheckFailed,
+    PasskeyNotFound,
+    PasskeyNotRecognised,
+)
+from auth.principal import Principal
+from auth.repository import ChallengeRepository, MemberAccountRepository, PasskeyRepository
+from server.audit.service import record as audit
+from server.kit.ids import new_id
+from server.models import Member, MemberPasskey, WebAuthnChallenge
+from server.models.enums import ChallengePurpose
+
+ENROLL_PREFIX = "pw_en_"
+ENROLL_TTL = timedelta(days=7)
+CHALLENGE_TTL = timedelta(minutes=5)
+RP_NAME = "Paywarden"
+MAX_NAME = 60
+_TRANSPORTS = {item.value for item in AuthenticatorTransport}
+# Whatever goes wrong inside a ceremony's answer is the member's passkey failing, not the server.
+_CEREMONY_ERRORS = (
+    InvalidRegistrationResponse,
+    InvalidAuthenticationResponse,
+    InvalidJSONStructure,
+    InvalidCBORData,
+    KeyError,
+    TypeError,
+    ValueError,
+)
+
+
+@dataclass(frozen=True)
+class RelyingParty:
+    """Who the passkeys are for: the pages' host name (`rp_id`) and exact origin."""
+
+    rp_id: str
+    origin: str
+
+
+@dataclass(frozen=True)
+class Enrollment:
+    token: str  # shown once, in the link
+    token_hash: str
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
+class Ceremony:
+    """A challenge handed to a page: its id (posted back with the answer) and the options as JSON."""
+
+    challenge_id: str
+    options_json: str
+
+
+def hash_enroll_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def new_enrollment(now: datetime) -> Enrollment:
+    token = ENROLL_PREFIX + secrets.token_urlsafe(32)
+    return Enrollment(token, hash_enroll_token(token), now + ENROLL_TTL)
+
+
+def reissue_enrollment(session: Session, *, member: Member, actor: str, now: datetime) -> Enrollment:
+    """A new one-time link for `member` (the previous one stops working)."""
+    enrollment = new_enrollment(now)
+    member.enroll_token_hash = enrollment.token_hash
+    member.enroll_expires_at = enrollment.expires_at
+    MemberAccountRepository(session).add(member)
+    audit(
+        session,
+        org_id=member.org_id,
+        type="member.enrollment_issued",
+        actor=actor,
+        subject_id=member.id,
+        data={"expiresAt": enrollment.expires_at.isoformat()},
+        now=now,
+    )
+    return enrollment
+
+
+def member_for_enrollment(session: Session, token: str, *, now: datetime) -> Member:
+    """The member a live enrolment link is for."""
+    if not token.startswith(ENROLL_PREFIX) or len(token) > 100:
+        raise EnrollmentLinkInvalid()
+    member = MemberAccountRepository(session).by_enroll_hash(hash_enroll_token(token))
+    if member is None or member.enroll_expires_at is None or member.enroll_expires_at <= now:
+        raise EnrollmentLinkInvalid()
+    if member.disabled_at is not None:
+        raise MemberDisabled()
+    return member
+
+
+def has_passkey(session: Session, member: Member) -> bool:
+    return PasskeyRepository(session).count_of_member(member.id) > 0
+
+
+def _new_challenge(
+    session: Session, *, purpose: ChallengePurpose, member: Member | None, challenge: bytes, now: datetime
+) -> str:
+    row = WebAuthnChallenge(
+        id=new_id("challenge"),
+        purpose=purpose,
+        challenge=challenge,
+        member_id=member.id if member else None,
+        created_at=now,
+        expires_at=now + CHALLENGE_TTL,
+    )
+    ChallengeRepository(session).add(row)
+    return row.id
+
+
+def claim_challenge(
+    session: Session, challenge_id: object, *, purpose: ChallengePurpose, now: datetime
+) -> WebAuthnChallenge:
+    """Use up a challenge before its answer is checked. Callers commit this on its own, so a
+    challenge is used once even when the answer then fails."""
+    if not isinstance(challenge_id, str) or len(challenge_id) > 40:
+        raise ChallengeExpired()
+    row = ChallengeRepository(session).claim(challenge_id, purpose=purpose, now=now)
+    if row is None:
+        raise ChallengeExpired()
+    return row
+
+
+def registration_options(
+    session: Session, *, rp: RelyingParty, member: Member, purpose: ChallengePurpose, now: datetime
+) -> Ceremony:
+    """Options for creating a passkey for `member` (a discoverable credential, user verified)."""
+    existing = PasskeyRepository(session).of_member(_principal(member), member.id)
+    options = generate_registration_options(
+        rp_id=rp.rp_id,
+        rp_name=RP_NAME,
+        user_id=member.id.encode(),
+        user_name=member.email,
+        user_display_name=member.email,
+        timeout=int(CHALLENGE_TTL.total_seconds() * 1000),
+        authenticator_selection=AuthenticatorSelectionCriteria(
+            resident_key=ResidentKeyRequirement.REQUIRED,
+            user_verification=UserVerificationRequirement.REQUIRED,
+        ),
+        exclude_credentials=[
+            PublicKeyCredentialDescriptor(id=base64url_to_bytes(row.credential_id)) for row in existing
+        ],
+    )
+    challenge_id = _new_challenge(
+        session, purpose=purpose, member=member, challenge=options.challenge, now=now
+    )
+    return Ceremony(challenge_id, options_to_json(options))
+
+
+def _principal(member: Member) -> Principal:
+    return Principal.for_member(org_id=member.org_id, member_id=member.id)
+
+
+def passkey_name(text: object, *, now: datetime) -> str:
+    """The name a member gave a passkey, or one from the date when they gave none."""
+    if text is None or (isinstance(text, str) and not text.strip()):
+        return f"Passkey added {now:%Y-%m-%d}"
+    if not isinstance(text, str):
+        raise InvalidPasskeyName()
+    name = " ".join(text.split())
+    if not 1 <= len(name) <= MAX_NAME or not name.isprintable():
+        raise InvalidPasskeyName()
+    return name
+
+
+def register_passkey(
+    session: Session,
+    *,
+    rp: RelyingParty,
+    member: Member,
+    challenge: WebAuthnChallenge,
+    credential: object,
+    name: object,
+    now: datetime,
+) -> MemberPasskey:
+    """Verify the browser's answer to a claimed registration challenge and keep the new passkey.
+    An enrolment uses up the member's enrolment link."""
+    label = passkey_name(name, now=now)
+    purpose = challenge.purpose
+    if challenge.member_id != member.id or purpose is ChallengePurpose.SIGN_IN:
+        raise ChallengeExpired()
+    try:
+        verified = verify_registration_response(
+            credential=_credential(credential),
+            expected_challenge=challenge.challenge,
+            expected_rp_id=rp.rp_id,
+            expected_origin=rp.origin,
+            require_user_verification=True,
+        )
+    except _CEREMONY_ERRORS as exc:
+        raise PasskeyCheckFailed() from exc
+    passkeys = PasskeyRepository(session)
+    credential_id = bytes_to_base64url(verified.credential_id)
+    if passkeys.by_credential_id(credential_id) is not None:
+        raise PasskeyCheckFailed()
+    row = MemberPasskey(
+        id=new_id("passkey"),
+        org_id=member.org_id,
+        member_id=member.id,
+        credential_id=credential_id,
+        public_key=verified.credential_public_key,
+        sign_count=verified.sign_count,
+        name=label,
+        transports=_transports(credential),
+        created_at=now,
+    )
+    passkeys.add(row)
+    if purpose is ChallengePurpose.ENROLL:
+        member.enroll_token_hash = None
+        member.enroll_expires_at = None
+        MemberAccountRepository(session).add(member)
+    audit(
+        session,
+        org_id=member.org_id,
+        type="passkey.added",
+        actor=f"member:{member.id}",
+        subject_id=row.id,
+        data={"passkeyId": row.id, "name": label, "enrolment": purpose is ChallengePurpose.ENROLL},
+        now=now,
+    )
+    return row
+
+
+def authentication_options(session: Session, *, rp: RelyingParty, now: datetime) -> Ceremony:
+    """Options for a usernameless sign-in: any passkey of this site may answer."""
+    options = generate_authentication_options(
+        rp_id=rp.rp_id,
+        timeout=int(CHALLENGE_TTL.total_seconds() * 1000),
+        user_verification=UserVerificationRequirement.REQUIRED,
+    )
+    challenge_id = _new_challenge(
+        session, purpose=ChallengePurpose.SIGN_IN, member=None, challenge=options.challenge, now=now
+    )
+    return Ceremony(challenge_id, options_to_json(options))
+
+
+def authenticate(
+    session: Session, *, rp: RelyingParty, challenge: WebAuthnChallenge, credential: object, now: datetime
+) -> tuple[Member, MemberPasskey]:
+    """The member whose passkey answered the (claimed) sign-in challenge."""
+    if challenge.purpose is not ChallengePurpose.SIGN_IN:
+        raise ChallengeExpired()
+    answer = _credential(credential)
+    passkeys = PasskeyRepository(session)
+    raw_id = answer.get("rawId") or answer.get("id")
+    passkey = passkeys.by_credential_id(raw_id) if isinstance(raw_id, str) and len(raw_id) <= 1400 else None
+    if passkey is None:
+        raise PasskeyNotRecognised()
+    member = MemberAccountRepository(session).by_id(passkey.member_id)
+    if member is None:
+        raise PasskeyNotRecognised()
+    if member.disabled_at is not None:
+        raise MemberDisabled()
+    handle = (
+        answer.get("response", {}).get("userHandle") if isinstance(answer.get("response"), dict) else None
+    )
+    try:
+        if handle and base64url_to_bytes(handle) != member.id.encode():
+            raise PasskeyNotRecognised()
+        verified = verify_authentication_response(
+            credential=answer,
+            expected_challenge=challenge.challenge,
+            expected_rp_id=rp.rp_id,
+            expected_origin=rp.origin,
+            credential_public_key=passkey.public_key,
+            credential_current_sign_count=passkey.sign_count,
+            require_user_verification=True,
+        )
+    except _CEREMONY_ERRORS as exc:
+        raise PasskeyCheckFailed() from exc
+    passkey.sign_count = verified.new_sign_count
+    passkey.last_used_at = now
+    passkeys.add(passkey)
+    audit(
+        session,
+        org_id=member.org_id,
+        type="member.signed_in",
+        actor=f"member:{member.id}",
+        subject_id=member.id,
+        data={"passkeyId": passkey.id},
+        now=now,
+    )
+    return member, passkey
+
+
+def passkeys_of(session: Session, principal: Principal) -> list[MemberPasskey]:
+    assert principal.member_id is not None
+    return list(PasskeyRepository(session).of_member(principal, principal.member_id))
+
+
+def _own_passkey(session: Session, principal: Principal, passkey_id: str) -> MemberPasskey:
+    row = PasskeyRepository(session).get_readable(principal, passkey_id)
+    if row is None or row.member_id != principal.member_id:
+        raise PasskeyNotFound()
+    return row
+
+
+def rename_passkey(
+    session: Session, principal: Principal, *, passkey_id: str, name: object, now: datetime
+) -> MemberPasskey:
+    row = _own_passkey(session, principal, passkey_id)
+    if name is None or (isinstance(name, str) and not name.strip()):
+        raise InvalidPasskeyName()
+    row.name = passkey_name(name, now=now)
+    PasskeyRepository(session).add(row)
+    audit(
+        session,
+        org_id=row.org_id,
+        type="passkey.renamed",
+        actor=principal.actor,
+        subject_id=row.id,
+        data={"passkeyId": row.id, "name": row.name},
+        now=now,
+    )
+    return row
+
+
+def remove_passkey(session: Session, principal: Principal, *, passkey_id: str, now: datetime) -> None:
+    """Remove one of the member's passkeys, never the last one: they could not sign in again."""
+    passkeys = PasskeyRepository(session)
+    row = _own_passkey(session, principal, passkey_id)
+    if passkeys.count_of_member(row.member_id) <= 1:
+        raise LastPasskey()
+    passkeys.remove(row)
+    audit(
+        session,
+        org_id=row.org_id,
+        type="passkey.removed",
+        actor=principal.actor,
+        subject_id=row.id,
+        data={"passkeyId": row.id, "name": row.name},
+        now=now,
+    )
+
+
+def _credential(value: object) -> dict[str, Any]:
+    """The browser's `credential.toJSON()`, as a dict; anything else is a failed ceremony."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as exc:
+            raise PasskeyCheckFailed() from exc
+    if not isinstance(value, dict):
+        raise PasskeyCheckFailed()
+    return value
+
+
+def _transports(credential: object) -> list[str]:
+    response = _credential(credential).get("response")
+    found = response.get("transports") if isinstance(response, dict) else None
+    if not isinstance(found, list):
+        return []
+    return [item for item in found if isinstance(item, str) and item in _TRANSPORTS][:8]

@@ -1,0 +1,136 @@
+"""/account/passkeys: a member's passkeys; add one, rename one, remove one (never the last)."""
+
+from __future__ import annotations
+
+from starlette.responses import Response
+
+from auth.errors import LastPasskey
+from auth.passkeys import (
+    Ceremony,
+    claim_challenge,
+    passkeys_of,
+    register_passkey,
+    registration_options,
+    remove_passkey,
+    rename_passkey,
+)
+from server.models import MemberPasskey
+from server.models.enums import ChallengePurpose
+from server.web.pages.ceremonies import options_answer, read_answer
+from server.web.pages.common import Visit
+
+PATH = "/account/passkeys"
+NOTICES = {
+    "added": "Your new passkey is ready.",
+    "renamed": "The passkey was renamed.",
+    "removed": "The passkey was removed. It can no longer sign in to Paywarden.",
+}
+
+
+async def _list(visit: Visit) -> list[MemberPasskey]:
+    services = visit.services
+    principal = visit.member.principal
+
+    def read() -> list[MemberPasskey]:
+        with services.db.read() as session:
+            return passkeys_of(session, principal)
+
+    return await services.db.run(read)
+
+
+async def passkeys_page(visit: Visit, *, error: str | None = None, status: int = 200) -> Response:
+    notice = NOTICES.get(visit.request.query_params.get("done", ""))
+    return visit.render(
+        "passkeys.html",
+        {
+            "title": "Your passkeys",
+            "nav": "passkeys",
+            "passkeys": await _list(visit),
+            "notice": notice,
+            "error": error,
+        },
+        status=status,
+    )
+
+
+async def show(visit: Visit) -> Response:
+    return await passkeys_page(visit)
+
+
+async def add_options(visit: Visit) -> Response:
+    await read_answer(visit)
+    services = visit.services
+    member = visit.member.member
+
+    def start() -> Ceremony:
+        with services.db.write() as session:
+            return registration_options(
+                session,
+                rp=services.relying_party,
+                member=member,
+                purpose=ChallengePurpose.ADD_PASSKEY,
+                now=services.clock.now(),
+            )
+
+    return visit.json(options_answer(visit, await services.db.run(start)))
+
+
+async def add_verify(visit: Visit) -> Response:
+    body = await read_answer(visit)
+    services = visit.services
+    member = visit.member.member
+
+    def add() -> None:
+        now = services.clock.now()
+        with services.db.write() as session:
+            challenge = claim_challenge(
+                session, body.get("challengeId"), purpose=ChallengePurpose.ADD_PASSKEY, now=now
+            )
+        with services.db.write() as session:
+            register_passkey(
+                session,
+                rp=services.relying_party,
+                member=member,
+                challenge=challenge,
+                credential=body.get("credential"),
+                name=body.get("name"),
+                now=now,
+            )
+
+    await services.db.run(add)
+    return visit.json({"redirect": f"{PATH}?done=added"})
+
+
+async def rename(visit: Visit) -> Response:
+    form = await visit.request.form()
+    visit.check_csrf(form.get("csrf"))
+    services = visit.services
+    principal = visit.member.principal
+    passkey_id = str(visit.request.path_params["passkey_id"])
+
+    def change() -> None:
+        with services.db.write() as session:
+            rename_passkey(
+                session, principal, passkey_id=passkey_id, name=form.get("name"), now=services.clock.now()
+            )
+
+    await services.db.run(change)
+    return visit.redirect(f"{PATH}?done=renamed")
+
+
+async def remove(visit: Visit) -> Response:
+    form = await visit.request.form()
+    visit.check_csrf(form.get("csrf"))
+    services = visit.services
+    principal = visit.member.principal
+    passkey_id = str(visit.request.path_params["passkey_id"])
+
+    def delete() -> None:
+        with services.db.write() as session:
+            remove_passkey(session, principal, passkey_id=passkey_id, now=services.clock.now())
+
+    try:
+        await services.db.run(delete)
+    except LastPasskey as error:
+        return await passkeys_page(visit, error=error.describe(), status=409)
+    return visit.redirect(f"{PATH}?done=removed")

@@ -1,0 +1,79 @@
+"""/login and /logout: passkey-only sign-in (usernameless) and signing out."""
+
+from __future__ import annotations
+
+from starlette.responses import Response
+
+from auth.passkeys import Ceremony, authenticate, authentication_options
+from auth.sessions import SESSION_COOKIE, end_session, start_session
+from server.models.enums import ChallengePurpose
+from server.web.pages.ceremonies import claimed, options_answer, read_answer
+from server.web.pages.common import Visit, safe_next
+
+
+async def login_page(visit: Visit) -> Response:
+    target = safe_next(visit.request.query_params.get("next"))
+    if visit.signed_in is not None:
+        return visit.redirect(target, status=302)
+    notice = "You are signed out." if visit.request.query_params.get("signed_out") else None
+    return visit.render("login.html", {"title": "Sign in", "next": target, "notice": notice})
+
+
+async def login_options(visit: Visit) -> Response:
+    await read_answer(visit)
+    services = visit.services
+
+    def start() -> Ceremony:
+        with services.db.write() as session:
+            return authentication_options(session, rp=services.relying_party, now=services.clock.now())
+
+    ceremony = await services.db.run(start)
+    return visit.json(options_answer(visit, ceremony))
+
+
+async def login_verify(visit: Visit) -> Response:
+    body = await read_answer(visit)
+    challenge = await claimed(visit, body, ChallengePurpose.SIGN_IN)
+    services = visit.services
+
+    def sign_in() -> str:
+        now = services.clock.now()
+        with services.db.write() as session:
+            member, passkey = authenticate(
+                session,
+                rp=services.relying_party,
+                challenge=challenge,
+                credential=body.get("credential"),
+                now=now,
+            )
+            return start_session(
+                session,
+                member=member,
+                passkey_id=passkey.id,
+                ttl_seconds=services.settings.session_ttl,
+                now=now,
+            )
+
+    secret = await services.db.run(sign_in)
+    target = safe_next(body.get("next") if isinstance(body.get("next"), str) else None)
+    return visit.start_session(secret, visit.json({"redirect": target}))
+
+
+async def logout_page(visit: Visit) -> Response:
+    if visit.signed_in is None:
+        return visit.redirect("/login", status=302)
+    return visit.render("logout.html", {"title": "Sign out"})
+
+
+async def logout(visit: Visit) -> Response:
+    form = await visit.request.form()
+    visit.check_csrf(form.get("csrf"))
+    services = visit.services
+
+    def sign_out() -> None:
+        with services.db.write() as session:
+            end_session(session, visit.session_secret, now=services.clock.now())
+
+    await services.db.run(sign_out)
+    visit.cookies_to_clear.append(SESSION_COOKIE)
+    return visit.redirect("/login?signed_out=1")

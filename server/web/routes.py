@@ -1,0 +1,61 @@
+"""Every route of the web entry point: discovery, the authorization server, the pages, and the
+stylesheet and script they use."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from server.settings import Settings
+from server.web import oauth, wellknown
+from server.web.pages import account, connections, enroll, home, signin
+from server.web.pages.common import page
+
+STATIC = Path(__file__).resolve().parent / "static"
+
+
+def routes(settings: Settings) -> list[BaseRoute]:
+    return [
+        *wellknown.routes(settings),
+        *oauth.routes(),
+        Route("/", endpoint=home.root, methods=["GET"]),
+        Route("/admin", endpoint=page(home.show, signed_in=True), methods=["GET"]),
+        Route("/login", endpoint=page(signin.login_page), methods=["GET"]),
+        Route("/login/options", endpoint=page(signin.login_options, json=True), methods=["POST"]),
+        Route("/login/verify", endpoint=page(signin.login_verify, json=True), methods=["POST"]),
+        Route("/logout", endpoint=page(signin.logout_page), methods=["GET"]),
+        Route("/logout", endpoint=page(signin.logout, signed_in=True), methods=["POST"]),
+        Route("/enroll/{token}", endpoint=page(enroll.enroll_page), methods=["GET"]),
+        Route("/enroll/{token}/options", endpoint=page(enroll.enroll_options, json=True), methods=["POST"]),
+        Route("/enroll/{token}/verify", endpoint=page(enroll.enroll_verify, json=True), methods=["POST"]),
+        Route(account.PATH, endpoint=page(account.show, signed_in=True), methods=["GET"]),
+        Route(
+            f"{account.PATH}/options",
+            endpoint=page(account.add_options, signed_in=True, json=True),
+            methods=["POST"],
+        ),
+        Route(
+            f"{account.PATH}/verify",
+            endpoint=page(account.add_verify, signed_in=True, json=True),
+            methods=["POST"],
+        ),
+        Route(
+            f"{account.PATH}/{{passkey_id}}/rename",
+            endpoint=page(account.rename, signed_in=True),
+            methods=["POST"],
+        ),
+        Route(
+            f"{account.PATH}/{{passkey_id}}/remove",
+            endpoint=page(account.remove, signed_in=True),
+            methods=["POST"],
+        ),
+        Route(connections.PATH, endpoint=page(connections.show, signed_in=True), methods=["GET"]),
+        Route(
+            f"{connections.PATH}/{{grant_id}}/revoke",
+            endpoint=page(connections.revoke, signed_in=True),
+            methods=["POST"],
+        ),
+        Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
+    ]
