@@ -8,7 +8,7 @@ from enum import StrEnum
 class Scope(StrEnum):
     PAYMENTS_READ = "payments:read"  # get_budget, list_payments, get_approval_status, quote_payment
     PAYMENTS_WRITE = "payments:write"  # fetch_paid
-    CATALOG_READ = "catalog:read"  # the catalog tools, when they arrive; no tool needs it yet
+    CATALOG_READ = "catalog:read"  # search_paid_apis, diagnose_payment
     RULES_PROPOSE = "rules:propose"  # propose_rule
     ADMIN = "admin"  # the admin API; never granted to an agent token
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from auth.verifier import TokenVerifier
+from server.catalog.verification import CatalogVerificationJob, CatalogVerifier
 from server.chain.service import ChainService
 from server.jobs.runner import Job
 from server.kit.clock import Clock, SystemClock
 from server.kit.db import Database
+from server.payments.diagnosis import DiagnosisService
 from server.payments.jobs import ExpireAuthorizations, SettlementReconciler
 from server.payments.purchase import PurchaseService
 from server.payments.quote import QuoteService
@@ -27,6 +29,8 @@ class Services:
     chain: ChainService
     purchases: PurchaseService
     quotes: QuoteService
+    diagnoses: DiagnosisService
+    catalog_verifier: CatalogVerifier
     jobs: list[Job] = field(default_factory=list)
 
     async def aclose(self) -> None:
@@ -43,10 +47,18 @@ def build_services(settings: Settings, *, clock: Clock | None = None, db: Databa
     )
     chain = ChainService(settings.rpc_urls)
     purchases = PurchaseService(db=db, settings=settings, sellers=sellers, chain=chain, clock=clock)
+    verifier = CatalogVerifier(
+        db=db,
+        sellers=sellers,
+        usdc_by_network=settings.assets,
+        timeout_ms=settings.fetch_timeout_ms,
+        clock=clock,
+    )
     jobs: list[Job] = [
         SettlementReconciler(db=db, chain=chain, clock=clock),
         OutOfPolicyWatch(db=db, chain=chain, clock=clock, assets=settings.assets),
         ExpireAuthorizations(db=db, chain=chain, clock=clock),
+        CatalogVerificationJob(verifier),
     ]
     return Services(
         settings=settings,
@@ -57,5 +69,7 @@ def build_services(settings: Settings, *, clock: Clock | None = None, db: Databa
         chain=chain,
         purchases=purchases,
         quotes=QuoteService(db=db, settings=settings, sellers=sellers, clock=clock),
+        diagnoses=DiagnosisService(db=db, settings=settings, sellers=sellers, chain=chain, clock=clock),
+        catalog_verifier=verifier,
         jobs=jobs,
     )

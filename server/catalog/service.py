@@ -130,8 +130,12 @@ def _clean_name(name: str) -> str:
     return clean
 
 
+def is_category(text: str) -> bool:
+    return bool(_CATEGORY.match(text))
+
+
 def _clean_category(category: str) -> str:
-    if not _CATEGORY.match(category):
+    if not is_category(category):
         raise InvalidInput(InputReason.INVALID_CATEGORY)
     return category
 
@@ -397,3 +401,21 @@ def listing_for(session: Session, host: str) -> CatalogListing | None:
 
 def listed_hosts(session: Session) -> list[str]:
     return CatalogRepository(session).listed_hosts()
+
+
+def search_listed(
+    session: Session,
+    terms: Sequence[str],
+    *,
+    fresh_since: datetime,
+    category: str | None,
+    network: str | None,
+    limit: int,
+) -> tuple[int, list[tuple[Listing, int]]]:
+    """Listed entries verified since `fresh_since` whose own words match `terms`: how many, and
+    the `limit` most relevant with their offers and relevance (see repository.py for the score)."""
+    total, rows = CatalogRepository(session).search(
+        terms, fresh_since=fresh_since, category=category, network=network, limit=limit
+    )
+    found = listings(session, [entry for entry, _ in rows])
+    return total, [(item, relevance) for item, (_, relevance) in zip(found, rows, strict=True)]
