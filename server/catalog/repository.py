@@ -195,7 +195,8 @@ class CatalogRepository(Repository[CatalogEntry]):
         network: str | None,
         limit: int,
     ) -> tuple[int, list[tuple[CatalogEntry, int]]]:
-        """How many entries match, and the `limit` most relevant (then freshest) with their relevance."""
+        """How many entries match, and the `limit` most relevant (then freshest, then by host), with
+        their relevance."""
         if not terms:
             return 0, []
         scores = self._relevance(terms)
@@ -210,7 +211,7 @@ class CatalogRepository(Repository[CatalogEntry]):
             select(CatalogEntry, scores.c.relevance)
             .join(scores, col(CatalogEntry.id) == scores.c.entry_id)
             .where(*conditions)
-            .order_by(scores.c.relevance.desc(), col(CatalogEntry.verified_at).desc(), col(CatalogEntry.id))
+            .order_by(scores.c.relevance.desc(), col(CatalogEntry.verified_at).desc(), col(CatalogEntry.host))
             .limit(limit)
         )
         return int(total), [(entry, int(relevance)) for entry, relevance in rows]

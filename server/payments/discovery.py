@@ -176,7 +176,7 @@ def _rank(found: Found, now: datetime) -> tuple[Any, ...]:
         freshness,
         found.offer.amount_atomic,
         found.item.entry.name.lower(),
-        found.item.entry.id,
+        found.item.entry.host,
     )
 
 
