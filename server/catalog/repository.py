@@ -5,12 +5,15 @@ server/models/search.py). Each query term is looked up twice, in any of the entr
 its name alone, and an entry's relevance is the sum over terms of 4 for a match anywhere and 1 more
 for a match in the name: an entry that matches more of the terms always comes first, and among
 those, more of them in its name. Both databases answer the same matches, so the same scores.
+One statement scores, counts and orders the matches; each term's branch applies the search's
+filters itself, so the index drives every branch and nothing large is joined.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Column as SaColumn
 from sqlalchemy import (
@@ -27,7 +30,6 @@ from sqlalchemy import (
     literal_column,
     union_all,
 )
-from sqlalchemy.sql.selectable import Subquery
 from sqlmodel import col, select
 
 from server.kit.repository import Repository
@@ -132,37 +134,29 @@ class CatalogRepository(Repository[CatalogEntry]):
 
     # -- full-text search ---------------------------------------------------------------------
 
-    def _matches(self, term: str, *, name_only: bool) -> Select[tuple[str]]:
-        """The ids of entries with a word starting with `term` (in their name, with name_only)."""
+    def _hits(
+        self, term: str, *, name_only: bool, weight: int, filters: list[ColumnElement[bool]]
+    ) -> Select[Any]:
+        """Searchable entries with a word starting with `term` (in their name, with name_only),
+        each with `weight`. The filters sit in every branch, so no branch joins a large result."""
+        columns: tuple[ColumnElement[Any], ...] = (
+            col(CatalogEntry.id).label("entry_id"),
+            col(CatalogEntry.host).label("host"),
+            col(CatalogEntry.verified_at).label("verified_at"),
+            literal_column(str(weight)).label("weight"),
+        )
         if self.session.get_bind().dialect.name == "postgresql":
             query = f"{term}:*A" if name_only else f"{term}:*"
             vector: ColumnElement[object] = literal_column("catalog_entries.search_vector")
-            return select(col(CatalogEntry.id).label("entry_id")).where(
-                vector.op("@@")(func.to_tsquery("simple", literal(query)))
+            return select(*columns).where(
+                vector.op("@@")(func.to_tsquery("simple", literal(query))), *filters
             )
         match = f'search_title : "{term}"*' if name_only else f'"{term}"*'
-        return select(_FTS.c.entry_id.label("entry_id")).where(
-            literal_column(SQLITE_TABLE).op("MATCH")(literal(match))
-        )
-
-    def _relevance(self, terms: Sequence[str]) -> Subquery:
-        parts = []
-        for term in terms:
-            parts.append(
-                self._matches(term, name_only=False).add_columns(
-                    literal_column(str(ANYWHERE_WEIGHT)).label("weight")
-                )
-            )
-            parts.append(
-                self._matches(term, name_only=True).add_columns(
-                    literal_column(str(NAME_WEIGHT)).label("weight")
-                )
-            )
-        hits = union_all(*parts).subquery("hits")
         return (
-            select(hits.c.entry_id, func.sum(hits.c.weight).label("relevance"))
-            .group_by(hits.c.entry_id)
-            .subquery("scores")
+            select(*columns)
+            .select_from(_FTS)
+            .join(CatalogEntry, col(CatalogEntry.id) == _FTS.c.entry_id)
+            .where(literal_column(SQLITE_TABLE).op("MATCH")(literal(match)), *filters)
         )
 
     @staticmethod
@@ -199,19 +193,26 @@ class CatalogRepository(Repository[CatalogEntry]):
         their relevance."""
         if not terms:
             return 0, []
-        scores = self._relevance(terms)
-        conditions = self._searchable(fresh_since=fresh_since, category=category, network=network)
-        total = self.session.exec(
-            select(func.count())
-            .select_from(CatalogEntry)
-            .join(scores, col(CatalogEntry.id) == scores.c.entry_id)
-            .where(*conditions)
-        ).one()
-        rows = self.session.exec(
-            select(CatalogEntry, scores.c.relevance)
-            .join(scores, col(CatalogEntry.id) == scores.c.entry_id)
-            .where(*conditions)
-            .order_by(scores.c.relevance.desc(), col(CatalogEntry.verified_at).desc(), col(CatalogEntry.host))
+        filters = self._searchable(fresh_since=fresh_since, category=category, network=network)
+        branches = [
+            self._hits(term, name_only=name_only, weight=weight, filters=filters)
+            for term in terms
+            for name_only, weight in ((False, ANYWHERE_WEIGHT), (True, NAME_WEIGHT))
+        ]
+        hits = union_all(*branches).subquery("hits")
+        relevance = func.sum(hits.c.weight).label("relevance")
+        ranked = self.session.execute(
+            select(hits.c.entry_id, relevance, func.count().over().label("total"))
+            .group_by(hits.c.entry_id, hits.c.host, hits.c.verified_at)
+            .order_by(relevance.desc(), hits.c.verified_at.desc(), hits.c.host)
             .limit(limit)
-        )
-        return int(total), [(entry, int(relevance)) for entry, relevance in rows]
+        ).all()
+        if not ranked:
+            return 0, []
+        found = {
+            entry.id: entry
+            for entry in self.session.exec(
+                select(CatalogEntry).where(col(CatalogEntry.id).in_([row.entry_id for row in ranked]))
+            )
+        }
+        return int(ranked[0].total), [(found[row.entry_id], int(row.relevance)) for row in ranked]
