@@ -30,7 +30,6 @@ class Services:
     purchases: PurchaseService
     quotes: QuoteService
     diagnoses: DiagnosisService
-    catalog_verifier: CatalogVerifier
     jobs: list[Job] = field(default_factory=list)
 
     async def aclose(self) -> None:
@@ -47,7 +46,7 @@ def build_services(settings: Settings, *, clock: Clock | None = None, db: Databa
     )
     chain = ChainService(settings.rpc_urls)
     purchases = PurchaseService(db=db, settings=settings, sellers=sellers, chain=chain, clock=clock)
-    verifier = CatalogVerifier(
+    catalog = CatalogVerifier(
         db=db,
         sellers=sellers,
         usdc_by_network=settings.assets,
@@ -58,7 +57,7 @@ def build_services(settings: Settings, *, clock: Clock | None = None, db: Databa
         SettlementReconciler(db=db, chain=chain, clock=clock),
         OutOfPolicyWatch(db=db, chain=chain, clock=clock, assets=settings.assets),
         ExpireAuthorizations(db=db, chain=chain, clock=clock),
-        CatalogVerificationJob(verifier),
+        CatalogVerificationJob(catalog),
     ]
     return Services(
         settings=settings,
@@ -70,6 +69,5 @@ def build_services(settings: Settings, *, clock: Clock | None = None, db: Databa
         purchases=purchases,
         quotes=QuoteService(db=db, settings=settings, sellers=sellers, clock=clock),
         diagnoses=DiagnosisService(db=db, settings=settings, sellers=sellers, chain=chain, clock=clock),
-        catalog_verifier=verifier,
         jobs=jobs,
     )
