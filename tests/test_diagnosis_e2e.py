@@ -159,6 +159,17 @@ async def test_no_problem_found_says_when_a_person_must_approve(
         assert (found["status"], found["cause"], found["warnings"]) == ("no_problem_found", None, [])
         assert "new_pay_to" in found["summary"]
         assert (found["ruleBlocks"], found["chatRules"]) == ([], [])
+        capped = await diagnose(client, seller.url("/premium"), maxAmountUsd="0.001")
+        assert capped["cause"] == {
+            "code": "amount_exceeds_max",
+            "reasons": [],
+            "fetchPaidError": "amount_exceeds_max",
+        }
+        assert "0.001" in capped["explanation"]
+        refused = error_of(
+            await client.call_tool("fetch_paid", {"url": seller.url("/premium"), "maxAmountUsd": "0.001"})
+        )
+        assert refused["code"] == "amount_exceeds_max"
         free = await diagnose(client, seller.url("/free"))
         assert (free["status"], free["request"]["httpStatus"], free["accepts"]) == (
             "no_problem_found",
