@@ -6,6 +6,7 @@ from alembic import context
 from sqlalchemy import Connection
 
 from server.models import metadata
+from server.models.search import include_name
 
 config = context.config
 
@@ -16,6 +17,7 @@ def _run(connection: Connection) -> None:
         target_metadata=metadata,
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
+        include_name=include_name,
     )
     with context.begin_transaction():
         context.run_migrations()

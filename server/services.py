@@ -11,10 +11,12 @@ from auth.passkeys import RelyingParty
 from auth.sessions import Csrf
 from auth.token_families import TokenPolicy
 from auth.verifier import TokenVerifier
+from server.catalog.verification import CatalogVerificationJob, CatalogVerifier
 from server.chain.service import ChainService
 from server.jobs.runner import Job
 from server.kit.clock import Clock, SystemClock
 from server.kit.db import Database
+from server.payments.diagnosis import DiagnosisService
 from server.payments.jobs import ExpireAuthorizations, SettlementReconciler
 from server.payments.purchase import PurchaseService
 from server.payments.quote import QuoteService
@@ -37,6 +39,7 @@ class Services:
     client_documents: ClientDocuments
     relying_party: RelyingParty
     csrf: Csrf
+    diagnoses: DiagnosisService
     jobs: list[Job] = field(default_factory=list)
 
     async def aclose(self) -> None:
@@ -78,11 +81,19 @@ def build_services(
         max_response_bytes=MAX_DOCUMENT_BYTES + 1, allow_private_hosts=settings.allow_private_hosts
     )
     purchases = PurchaseService(db=db, settings=settings, sellers=sellers, chain=chain, clock=clock)
+    catalog = CatalogVerifier(
+        db=db,
+        sellers=sellers,
+        usdc_by_network=settings.assets,
+        timeout_ms=settings.fetch_timeout_ms,
+        clock=clock,
+    )
     jobs: list[Job] = [
         SettlementReconciler(db=db, chain=chain, clock=clock),
         OutOfPolicyWatch(db=db, chain=chain, clock=clock, assets=settings.assets),
         ExpireAuthorizations(db=db, chain=chain, clock=clock),
         IdentityHousekeeping(db=db, clock=clock),
+        CatalogVerificationJob(catalog),
     ]
     return Services(
         settings=settings,
@@ -97,5 +108,6 @@ def build_services(
         client_documents=ClientDocuments(db=db, http=document_http, clock=clock),
         relying_party=RelyingParty(rp_id=settings.rp_id, origin=settings.pages_origin),
         csrf=Csrf(settings.master.derive("paywarden csrf")),
+        diagnoses=DiagnosisService(db=db, settings=settings, sellers=sellers, chain=chain, clock=clock),
         jobs=jobs,
     )

@@ -7,6 +7,7 @@ ever read by `paywarden admin wallet import --from-env VAR`, which names the var
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -16,7 +17,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, DotEnvSettingsSource, SettingsConfigDict
+from pydantic_settings import BaseSettings, DotEnvSettingsSource, SettingsConfigDict, SettingsError
 
 from server.kit.crypto import MasterKey, MasterKeyError, load_or_create_master_key_file
 
@@ -223,3 +224,56 @@ def _one_line(exc: ValidationError) -> str:
     field = str(first["loc"][0]) if first["loc"] else "configuration"
     message = first["msg"].removeprefix("Value error, ")
     return f"{ENV_PREFIX}{field.upper()}: {message}"
+
+
+class ProbeSettings(BaseSettings):
+    """The few settings `paywarden doctor` reads: it runs with no database, account or key.
+
+    Same variables, same validation as Settings: the RPC URLs and assets (for balances), the
+    deadline of the exchange with the seller, and the private-hosts switch.
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_file=".env", extra="ignore", frozen=True, validate_default=True
+    )
+
+    rpc_urls: dict[str, str] = Field(default_factory=dict)
+    assets: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_USDC))
+    allow_private_hosts: bool = False
+    fetch_timeout_ms: int = Field(default=30_000, ge=1_000, le=120_000)
+
+    @field_validator("rpc_urls")
+    @classmethod
+    def _rpc_urls(cls, value: dict[str, str]) -> dict[str, str]:
+        return Settings._rpc_urls(value)
+
+    @field_validator("assets")
+    @classmethod
+    def _assets(cls, value: dict[str, str]) -> dict[str, str]:
+        return Settings._assets(value)
+
+
+PROBE_VARIABLES = tuple(ENV_PREFIX + name.upper() for name in ProbeSettings.model_fields)
+
+
+def load_probe_settings(*, environ: Mapping[str, str] | None = None) -> ProbeSettings:
+    """doctor's settings, or ConfigError with a one-line reason. Only its own variables are read."""
+    env = os.environ if environ is None else environ
+    for name, value in _configured_values(env):
+        if name in PROBE_VARIABLES and looks_like_private_key(value):
+            raise ConfigError(f"{name} looks like a private key; wallet keys never go in configuration")
+    try:
+        return ProbeSettings() if environ is None else ProbeSettings(**_probe_overrides(environ))
+    except ValidationError as exc:
+        raise ConfigError(_one_line(exc)) from None
+    except (SettingsError, ValueError):
+        raise ConfigError(f"{ENV_PREFIX}RPC_URLS and {ENV_PREFIX}ASSETS must be JSON objects") from None
+
+
+def _probe_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for field in ProbeSettings.model_fields:
+        raw = environ.get(ENV_PREFIX + field.upper())
+        if raw is not None:
+            out[field] = json.loads(raw) if field in ("rpc_urls", "assets") else raw
+    return out

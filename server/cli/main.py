@@ -1,10 +1,10 @@
-"""Top-level commands: serve, migrate, demo, audit; `admin` is its own group."""
+"""Top-level commands: serve, migrate, demo, doctor, audit; `admin` is its own group."""
 
 from __future__ import annotations
 
 import typer
 
-from server.cli import admin, audit, demo, schemas
+from server.cli import admin, audit, demo, doctor, schemas
 from server.cli.context import cli_context
 from server.cli.output import emit, reported_errors
 from server.kit import migrations
@@ -18,6 +18,7 @@ app = typer.Typer(
 app.add_typer(admin.app, name="admin")
 app.add_typer(audit.app, name="audit")
 app.command("demo")(demo.demo)
+app.command("doctor")(doctor.doctor)
 
 
 @app.command()

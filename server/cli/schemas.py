@@ -15,6 +15,9 @@ from typing import Any
 from auth.clients import NewClient
 from auth.tokens import IssuedToken
 from server.approvals import service as approvals
+from server.catalog.imports import ImportReport
+from server.catalog.service import Listing
+from server.catalog.verification import CheckResult
 from server.kit.clock import isoformat
 from server.kit.money import format_usd
 from server.models import (
@@ -23,12 +26,15 @@ from server.models import (
     Approval,
     AuditEvent,
     CatalogEntry,
+    CatalogOffer,
     Member,
     OAuthClient,
     Organization,
     Team,
     Wallet,
 )
+from server.payments.diagnosis import Diagnosis
+from server.payments.diagnosis_report import explain, issue_report
 from server.policy.model import Policy
 from server.policy.rules import Rule
 
@@ -146,19 +152,105 @@ def rules_of_org(org: Organization, rules: Iterable[tuple[Rule, str]]) -> Docume
     return {"orgId": org.id, "rules": [{**rule(item), "scopeId": scope_id} for item, scope_id in rules]}
 
 
-def catalog_entry(entry: CatalogEntry) -> Document:
+def _catalog_status(entry: CatalogEntry) -> str:
+    if entry.suspended_at is not None:
+        return "suspended"
+    return "listed" if entry.accepted_at is not None else "candidate"
+
+
+def _offer(offer: CatalogOffer) -> Document:
     return {
+        "network": offer.network,
+        "priceUsd": format_usd(offer.amount_atomic, atomic=True),
+        "payTo": offer.pay_to,
+    }
+
+
+def _when(value: datetime | None) -> str | None:
+    return isoformat(value) if value else None
+
+
+def catalog_entry(item: Listing, *, with_seller_text: bool = False) -> Document:
+    """An entry as an operator sees it. `priceUsd` and `network` are its cheapest offer's."""
+    entry = item.entry
+    cheapest = min(item.offers, key=lambda offer: (offer.amount_atomic, offer.network), default=None)
+    document: Document = {
         "id": entry.id,
+        "status": _catalog_status(entry),
         "name": entry.name,
         "host": entry.host,
         "url": entry.url,
-        "priceUsd": format_usd(entry.price_atomic, atomic=True),
-        "network": entry.network,
+        "method": entry.method,
+        "exampleBody": entry.example_body,
         "category": entry.category,
+        "summary": entry.summary,
+        "source": _value(entry.source),
+        "priceUsd": format_usd(cheapest.amount_atomic, atomic=True) if cheapest else None,
+        "network": cheapest.network if cheapest else None,
+        "offers": [_offer(offer) for offer in item.offers],
         "payToMode": _value(entry.pay_to_mode),
         "payTo": list(entry.pinned_pay_to),
-        "verifiedAt": entry.verified_at.isoformat() if entry.verified_at else None,
+        "observedPayTo": list(entry.observed_pay_to),
+        "verifiedAt": _when(entry.verified_at),
+        "checkedAt": _when(entry.checked_at),
+        "checkError": entry.check_error,
+        "suspendedAt": _when(entry.suspended_at),
+        "suspensionReason": _value(entry.suspension_reason),
+        "acceptedAt": _when(entry.accepted_at),
     }
+    if entry.seller_description:
+        # The seller's own words, for the operator deciding on it; never shown to an agent unfenced.
+        document["sellerDescription"] = {"untrusted": True} | (
+            {"text": entry.seller_description} if with_seller_text else {}
+        )
+    return document
+
+
+def catalog_entries(items: Sequence[Listing]) -> Document:
+    return {"entries": [catalog_entry(item) for item in items]}
+
+
+def catalog_table(document: Document) -> str:
+    rows = [
+        f"{e['id']}  {e['status']:<9}  {e['host']:<32}  {e['priceUsd'] or '-':>8}  "
+        f"{e['network'] or '-':<13}  verified {e['verifiedAt'] or 'never'}"
+        for e in document["entries"]
+    ]
+    return "\n".join(rows) or "The catalog is empty."
+
+
+def catalog_import(report: ImportReport, *, pages: int | None = None) -> Document:
+    document: Document = {
+        "added": [
+            {"id": entry.id, "host": entry.host, "status": _catalog_status(entry)} for entry in report.added
+        ],
+        "skipped": [{"ref": item.ref, "reason": item.reason} for item in report.skipped],
+    }
+    if pages is not None:
+        document["pages"] = pages
+    return document
+
+
+def catalog_check(result: CheckResult) -> Document:
+    return {
+        "id": result.entry_id,
+        "host": result.host,
+        "outcome": _value(result.outcome),
+        "error": _value(result.error),
+        "checkedAt": isoformat(result.checked_at),
+        "offers": [_offer(offer) for offer in result.offers],
+        "payees": list(result.payees),
+        "newPayees": list(result.new_payees),
+    }
+
+
+def catalog_checks(results: Sequence[CheckResult]) -> Document:
+    return {"checked": len(results), "results": [catalog_check(result) for result in results]}
+
+
+def catalog_checks_table(document: Document) -> str:
+    rows = [f"{r['host']:<32}  {r['outcome']:<9}  {r['error'] or ''}" for r in document["results"]]
+    return "\n".join(rows) or "Nothing was due for a check."
 
 
 def broken_link(org: Organization, event: AuditEvent) -> Document:
@@ -221,3 +313,73 @@ def approval(row: Approval, now: datetime) -> Document:
 
 def approvals_of_org(org: Organization, rows: Iterable[Approval], now: datetime) -> Document:
     return {"orgId": org.id, "approvals": [approval(row, now) for row in rows]}
+
+
+def _usd_or_none(atomic: int | None) -> str | None:
+    return None if atomic is None else format_usd(atomic, atomic=True)
+
+
+def diagnosis(d: Diagnosis) -> Document:
+    """`doctor --json`: the fields diagnose_payment's result has."""
+    told = explain(d)
+    wallet = d.wallet
+    return {
+        "status": str(d.status),
+        "summary": told.summary,
+        "explanation": told.explanation,
+        "action": told.action,
+        "cause": None
+        if d.cause is None
+        else {"code": str(d.cause), "reasons": list(d.reasons), "fetchPaidError": d.cause.fetch_paid_error},
+        "warnings": [str(warning) for warning in d.warnings],
+        "request": {
+            "method": d.request.method,
+            "url": d.request.url,
+            "httpStatus": d.request.http_status,
+            "x402Version": d.request.x402_version,
+        },
+        "resourceHost": d.resource_host,
+        "accepts": [
+            {
+                "scheme": a.scheme,
+                "network": a.network,
+                "asset": a.asset,
+                "amount": a.amount,
+                "amountUsd": _usd_or_none(a.amount_atomic),
+                "payTo": a.pay_to,
+                "payable": a.payable,
+                "reason": a.reason,
+            }
+            for a in d.accepts
+        ],
+        "wallet": None
+        if wallet is None
+        else {
+            "address": wallet.address,
+            "source": str(wallet.source),
+            "network": wallet.network,
+            "balanceUsdc": _usd_or_none(wallet.balance_atomic),
+            "amountUsdc": _usd_or_none(wallet.needed_atomic),
+            "rpcHost": wallet.rpc_host,
+        },
+        "chatRules": [],  # doctor reads no account, so no rules
+        "ruleBlocks": [],
+        "issueReport": issue_report(d),
+    }
+
+
+def diagnosis_text(document: Document) -> str:
+    cause = document["cause"]
+    lines = [("Problem: " if document["status"] == "problem" else "") + document["explanation"]]
+    if cause is not None:
+        answer = cause["fetchPaidError"]
+        lines.append(
+            f"Cause: {cause['code']}"
+            + (f" ({', '.join(cause['reasons'])})" if cause["reasons"] else "")
+            + (f"; fetch_paid would fail with {answer}" if answer else "")
+        )
+    lines.append(f"What to do: {document['action']}")
+    if document["warnings"]:
+        lines.append("Warnings: " + ", ".join(document["warnings"]))
+    lines += ["", "Issue report (paste it into a bug report):", "", document["issueReport"]]
+    return "\n".join(lines)

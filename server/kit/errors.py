@@ -67,6 +67,9 @@ class InputReason(StrEnum):
     INVALID_CATEGORY = "invalid_category"
     INVALID_PAY_TO = "invalid_pay_to"
     INVALID_AMOUNT = "invalid_amount"
+    INVALID_QUERY = "invalid_query"
+    INVALID_SUMMARY = "invalid_summary"
+    INVALID_WALLET = "invalid_wallet"
 
     @property
     def sentence(self) -> str:
@@ -97,7 +100,10 @@ _SENTENCES: dict[InputReason, str] = {
     InputReason.INVALID_HEADER: "A header name or value is not valid.",
     InputReason.TOO_MANY_HEADERS: "At most 32 headers.",
     InputReason.RESERVED_HEADER: "That header cannot be set.",
-    InputReason.INVALID_LIMIT: "limit must be a whole number from 1 to 50.",
+    InputReason.INVALID_LIMIT: (
+        "limit must be a whole number in the tool's range: 1 to 50 for list_payments, 1 to 10 for "
+        "search_paid_apis."
+    ),
     InputReason.INVALID_STATUS: "status must be one of the payment statuses.",
     InputReason.INVALID_NAME: "Names are 1 to 120 letters, digits, spaces, dots, underscores or dashes.",
     InputReason.INVALID_EMAIL: "The email address is not valid.",
@@ -115,6 +121,9 @@ _SENTENCES: dict[InputReason, str] = {
     InputReason.INVALID_CATEGORY: "A category is 1 to 40 lower-case letters, digits or dashes.",
     InputReason.INVALID_PAY_TO: "A payee must be 0x and 40 hex digits.",
     InputReason.INVALID_AMOUNT: "The amount must be a non-negative USD amount with at most 6 decimals.",
+    InputReason.INVALID_QUERY: "query must be a string of 1 to 200 characters.",
+    InputReason.INVALID_SUMMARY: "A summary is at most 500 characters of plain text on one line.",
+    InputReason.INVALID_WALLET: "The wallet must be an address: 0x and 40 hex digits.",
 }
 
 

@@ -79,10 +79,15 @@ def _no_default(schema: dict[str, Any]) -> None:
     schema.pop("default", None)  # the absent marker is not a value an agent should send
 
 
+# The metadata of a free-text argument declared as `str` (default ABSENT): compose it with the
+# argument's own schema, `Annotated[str, *TEXT, WithJsonSchema({...})]`.
+TEXT_AS_SENT = WrapValidator(_text_as_sent)
+NO_DEFAULT_IN_SCHEMA = Field(json_schema_extra=_no_default)
+
 RequestBody = Annotated[
     str,
-    WrapValidator(_text_as_sent),
-    Field(json_schema_extra=_no_default),
+    TEXT_AS_SENT,
+    NO_DEFAULT_IN_SCHEMA,
     WithJsonSchema(
         {"type": "string", "maxLength": MAX_BODY_BYTES, "description": "Not allowed with GET or HEAD."}
     ),

@@ -110,6 +110,21 @@ class PayToMode(StrEnum):
     ROTATING = "rotating"  # the seller uses a new address each time
 
 
+class CatalogSource(StrEnum):
+    """Where a catalog entry came from."""
+
+    ADMIN = "admin"  # added by an operator
+    SEED = "seed"  # imported from a seed file of known public sellers
+    BAZAAR = "bazaar"  # imported from an x402 Bazaar discovery endpoint
+
+
+class SuspensionReason(StrEnum):
+    """Why a listed seller is suspended (not listed, not searchable) until an operator resumes it."""
+
+    PAYEE_CHANGED = "payee_changed"  # a pinned seller asked to be paid at an address not pinned
+    OPERATOR = "operator"  # an operator suspended it
+
+
 class FindingKind(StrEnum):
     """What an out-of-policy movement out of an agent's wallet was."""
 

@@ -9,12 +9,13 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Column, Index, Integer, LargeBinary, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, Column, Index, Integer, LargeBinary, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from server.models.base import EnumColumn, UTCDateTime
 from server.models.enums import (
     ApprovalStatus,
+    CatalogSource,
     ChallengePurpose,
     ClientKind,
     FindingKind,
@@ -27,6 +28,7 @@ from server.models.enums import (
     RuleScope,
     RuleSource,
     RuleWindow,
+    SuspensionReason,
     TokenKind,
     WalletMode,
 )
@@ -322,6 +324,7 @@ class PaymentIntent(SQLModel, table=True):
         Index("ix_payment_intents_org_authorized", "org_id", "authorized_at"),
         Index("ix_payment_intents_status_valid_before", "status", "valid_before"),
         Index("ix_payment_intents_org_pay_to", "org_id", "pay_to"),
+        Index("ix_payment_intents_host_submitted", "host", "submitted_at"),
     )
 
     id: str = Field(primary_key=True, max_length=40)
@@ -397,8 +400,18 @@ class Approval(SQLModel, table=True):
 
 
 class CatalogEntry(SQLModel, table=True):
-    """A seller listed in the catalog. `pinned_pay_to` holds its known receiving addresses,
-    lower-case; an empty list means the seller rotates its address (`pay_to_mode` rotating)."""
+    """A seller in the catalog, one per exact host.
+
+    Everything but `seller_description` is the operator's own text or a fact Paywarden checked;
+    `seller_description` is what the seller says of itself, kept as untrusted text. An entry with
+    no `accepted_at` is a candidate (imported, waiting for an operator) and is not listed.
+    `pinned_pay_to` holds the seller's known receiving addresses, lower-case; an empty list means
+    it rotates its address (`pay_to_mode` rotating). `verified_at` is the last time the example
+    request answered a challenge Paywarden can pay; `checked_at` the last attempt, and
+    `check_error` what went wrong with it. `search_title` and `search_body` are the entry's own
+    words, normalised for full-text search (see server/catalog/text.py); the full-text index over
+    them lives outside the model (server/models/search.py).
+    """
 
     __tablename__ = "catalog_entries"
 
@@ -406,15 +419,38 @@ class CatalogEntry(SQLModel, table=True):
     host: str = Field(max_length=255, unique=True)
     name: str = Field(max_length=120)
     url: str = Field(max_length=2048)
-    price_atomic: int = Field(sa_column=Column(BigInteger, nullable=False))
-    network: str = Field(max_length=40)
+    method: str = Field(default="GET", max_length=10)
+    example_body: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     category: str = Field(max_length=40)
+    summary: str = Field(default="", max_length=500)
+    seller_description: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    source: CatalogSource = _enum(CatalogSource, 10)
     pay_to_mode: PayToMode = _enum(PayToMode, 10)
     pinned_pay_to: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    observed_pay_to: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    instruction_like: bool = False  # the last verified 402 read like orders to an agent
     created_by: str = Field(max_length=160)
     created_at: datetime = _ts()
+    accepted_at: datetime | None = _ts(nullable=True)
     verified_at: datetime | None = _ts(nullable=True)
+    checked_at: datetime | None = _ts(nullable=True)
+    check_error: str | None = Field(default=None, max_length=60)
     suspended_at: datetime | None = _ts(nullable=True)
+    suspension_reason: SuspensionReason | None = _enum(SuspensionReason, 20, nullable=True)
+    search_title: str = Field(default="", sa_column=Column(Text, nullable=False))
+    search_body: str = Field(default="", sa_column=Column(Text, nullable=False))
+
+
+class CatalogOffer(SQLModel, table=True):
+    """What a catalog seller charges on one network: exact USDC, as last verified (or as the
+    operator declared it, until the first verification)."""
+
+    __tablename__ = "catalog_offers"
+
+    entry_id: str = Field(foreign_key="catalog_entries.id", primary_key=True, max_length=40)
+    network: str = Field(primary_key=True, max_length=40)
+    amount_atomic: int = Field(sa_column=Column(BigInteger, nullable=False))
+    pay_to: str | None = Field(default=None, max_length=42)  # None until verified
 
 
 class AuditEvent(SQLModel, table=True):

@@ -27,8 +27,10 @@ from server.payments.errors import ApprovalMismatch, IllegalTransition
 from server.payments.repository import IntentRepository
 from server.payments.states import SETTLED_STAYS, transition
 from server.payments.usage import context_for, usage_for
-from server.policy.engine import Decision, Payment, evaluate
+from server.policy.engine import Context, Decision, Payment, Usage, evaluate
+from server.policy.model import Policy
 from server.policy.rule_service import rules_for_agent
+from server.policy.rules import Rule
 from server.policy.service import current_policy
 from server.x402.authorization import derive_nonce, validity_window
 from server.x402.selection import Selection
@@ -99,13 +101,29 @@ def decision_record(decision: Decision, facts: PurchaseFacts) -> dict[str, Any]:
     }
 
 
-def decide(session: Session, *, agent: Agent, facts: PurchaseFacts, now: datetime) -> Decision:
-    """The policy's decision on this purchase now. Writes nothing; reserve() calls it under the lock."""
+@dataclass(frozen=True)
+class Standing:
+    """What the policy judges an agent's payments against now: its policy in force, every rule
+    that applies to it, and the spend counted for it and for each rule."""
+
+    policy: Policy
+    rules: list[Rule]
+    usage: Usage
+
+    def judge(self, payment: Payment, context: Context) -> Decision:
+        return evaluate(self.policy, self.rules, self.usage, payment, context)
+
+
+def standing(session: Session, *, agent: Agent, now: datetime) -> Standing:
     policy = current_policy(session, agent.id)
     rules = rules_for_agent(session, agent, now=now)
-    usage = usage_for(session, agent=agent, policy=policy, rules=rules, now=now)
+    return Standing(policy, rules, usage_for(session, agent=agent, policy=policy, rules=rules, now=now))
+
+
+def decide(session: Session, *, agent: Agent, facts: PurchaseFacts, now: datetime) -> Decision:
+    """The policy's decision on this purchase now. Writes nothing; reserve() calls it under the lock."""
     context = context_for(session, agent=agent, host=facts.host, pay_to=facts.selection.pay_to)
-    return evaluate(policy, rules, usage, facts.payment(), context)
+    return standing(session, agent=agent, now=now).judge(facts.payment(), context)
 
 
 def _authorize(intent: PaymentIntent, *, facts: PurchaseFacts, now: datetime) -> None:

@@ -20,14 +20,11 @@ from server.policy.model import Policy
 from server.sellers.client import SellerResponse
 from server.sellers.urls import InvalidHostName, canonical_host
 from server.settings import Settings
-from server.x402.challenge import Challenge, ChallengeError, decode_payment_required, decode_v1_body, host_of
+from server.x402.challenge import Challenge, ChallengeError, decode_challenge, host_of
 from server.x402.headers import PAYMENT_REQUIRED
-from server.x402.instructions import any_instructions, visible_text
+from server.x402.instructions import challenge_reads_like_instructions
 from server.x402.selection import NoPayableEntry as NoOffer
 from server.x402.selection import Selection, select_offer
-
-# How much of a 402's own body is read for instruction-like text.
-MAX_CHALLENGE_TEXT_BYTES = 32 * 1024
 
 
 @dataclass(frozen=True)
@@ -42,11 +39,8 @@ class Offered:
 
 def read_challenge(response: SellerResponse) -> Challenge:
     """x402 v2 from the PAYMENT-REQUIRED header; without one, x402 v1 from the JSON body."""
-    header = response.headers.get(PAYMENT_REQUIRED)
     try:
-        if header:
-            return decode_payment_required(header)
-        return decode_v1_body(response.body)
+        return decode_challenge(response.headers.get(PAYMENT_REQUIRED), response.body)
     except ChallengeError as exc:
         raise InvalidPaymentRequired() from exc
 
@@ -82,9 +76,7 @@ def check_max(amount_atomic: int, max_amount_usd: Decimal | None) -> None:
 
 def instruction_like(challenge: Challenge, response: SellerResponse) -> bool:
     """Whether the 402's own words (its description, error and body) read like orders to an agent."""
-    text = response.body[:MAX_CHALLENGE_TEXT_BYTES].decode("utf-8", errors="ignore")
-    # The body as a reader would see it: an HTML paywall's scripts are not text.
-    return any_instructions([*challenge.seller_texts(), visible_text(text, response.content_type)])
+    return challenge_reads_like_instructions(challenge.seller_texts(), response.body, response.content_type)
 
 
 def read_offer(first: SellerResponse, request: FetchPaidInput, policy: Policy, settings: Settings) -> Offered:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, false, func, or_
+from sqlalchemy import and_, case, false, func, or_
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 
@@ -30,6 +30,10 @@ COUNTED_UNTIL_VALID_BEFORE = (IntentStatus.FAILED, IntentStatus.EXPIRED)
 # The signed authorisation left this process: the organisation may have paid this payee.
 SENT = (IntentStatus.SUBMITTED, IntentStatus.SETTLEMENT_PENDING, IntentStatus.SETTLED)
 IN_FLIGHT = (IntentStatus.SUBMITTED, IntentStatus.SETTLEMENT_PENDING)
+# A sent payment the seller served (whether or not the chain shows it yet), and every sent payment
+# whose outcome is known: the measure of a seller's reliability.
+SERVED = (IntentStatus.SETTLEMENT_PENDING, IntentStatus.SETTLED)
+OUTCOME_KNOWN = (*SERVED, IntentStatus.FAILED, IntentStatus.EXPIRED)
 
 
 def counted(now_unix: int) -> Any:
@@ -40,6 +44,15 @@ def counted(now_unix: int) -> Any:
             col(PaymentIntent.valid_before) > now_unix,
         ),
     )
+
+
+@dataclass(frozen=True)
+class SellerOutcomes:
+    """Sent payments to one seller over a period, across organisations: totals only."""
+
+    organisations: int
+    payments: int
+    served: int
 
 
 @dataclass(frozen=True)
@@ -107,14 +120,46 @@ class IntentRepository(TenantRepository[PaymentIntent]):
 
     def pay_to_known(self, *, org_id: str, pay_to: str) -> bool:
         """Whether the organisation ever sent a payment to this payee (any agent)."""
+        return bool(self.known_payees(org_id=org_id, payees=[pay_to]))
+
+    def known_payees(self, *, org_id: str, payees: Collection[str]) -> set[str]:
+        """Which of `payees` (answered lower-case) the organisation ever sent a payment to."""
+        wanted = sorted({payee.lower() for payee in payees})
+        if not wanted:
+            return set()
         found = self.session.exec(
-            select(PaymentIntent.id)
+            select(func.lower(PaymentIntent.pay_to))
             .where(PaymentIntent.org_id == org_id)
-            .where(func.lower(PaymentIntent.pay_to) == pay_to.lower())
+            .where(func.lower(PaymentIntent.pay_to).in_(wanted))
             .where(col(PaymentIntent.status).in_(SENT))
-            .limit(1)
-        ).first()
-        return found is not None
+            .distinct()
+        )
+        return {str(payee) for payee in found}
+
+    def seller_outcomes(self, *, hosts: Collection[str], since: datetime) -> dict[str, SellerOutcomes]:
+        """Per host, over every organisation: payments sent since `since` whose outcome is known
+        (served, or failed or expired), how many were served, and by how many organisations.
+        Only these totals leave this method, never a row of any organisation."""
+        wanted = sorted(set(hosts))
+        if not wanted:
+            return {}
+        served = col(PaymentIntent.status).in_(SERVED)
+        rows = self.session.exec(
+            select(
+                PaymentIntent.host,
+                func.count(func.distinct(PaymentIntent.org_id)),
+                func.count(),
+                func.sum(case((served, 1), else_=0)),
+            )
+            .where(col(PaymentIntent.host).in_(wanted))
+            .where(col(PaymentIntent.submitted_at) >= since)
+            .where(col(PaymentIntent.status).in_(OUTCOME_KNOWN))
+            .group_by(col(PaymentIntent.host))
+        )
+        return {
+            str(host): SellerOutcomes(int(orgs), int(payments), int(successes or 0))
+            for host, orgs, payments, successes in rows
+        }
 
     def by_payer_nonce(self, *, payer: str, nonce: str) -> PaymentIntent | None:
         return self.first(

@@ -17,7 +17,7 @@ from server.kit.clock import utc_day_start
 from server.models import Agent
 from server.models.enums import RuleKind, RuleScope
 from server.payments.repository import IntentRepository, SpendFilter
-from server.policy.engine import Context, Usage
+from server.policy.engine import CatalogListing, Context, Usage
 from server.policy.model import Policy
 from server.policy.rules import Rule
 from server.policy.windows import window_start
@@ -67,8 +67,14 @@ def usage_for(session: Session, *, agent: Agent, policy: Policy, rules: list[Rul
 
 
 def context_for(session: Session, *, agent: Agent, host: str, pay_to: str) -> Context:
-    return Context(
-        catalog=listing_for(session, host),
+    return context_of(
+        agent,
+        listing=listing_for(session, host),
         pay_to_known=IntentRepository(session).pay_to_known(org_id=agent.org_id, pay_to=pay_to),
-        has_member=agent.member_id is not None,
     )
+
+
+def context_of(agent: Agent, *, listing: CatalogListing | None, pay_to_known: bool) -> Context:
+    """The facts beyond usage the policy needs: the catalog's listing of the host (None: not
+    listed), whether the organisation paid this payee before, whether the agent has a member."""
+    return Context(catalog=listing, pay_to_known=pay_to_known, has_member=agent.member_id is not None)

@@ -157,6 +157,14 @@ def decode_payment_required(value: str) -> Challenge:
     return parse_challenge_document(document, expected_version=2)
 
 
+def decode_challenge(header: str | None, body: bytes) -> Challenge:
+    """A 402's challenge: x402 v2 from the PAYMENT-REQUIRED header, or without one, x402 v1 from
+    the JSON body. Everything that reads a 402 reads it this way."""
+    if header:
+        return decode_payment_required(header)
+    return decode_v1_body(body)
+
+
 def decode_v1_body(body: bytes) -> Challenge:
     """An x402 v1 challenge: the 402's JSON body with `x402Version: 1`."""
     if len(body) > MAX_V1_BODY_BYTES:

@@ -102,3 +102,14 @@ def looks_like_instructions(text: str | None) -> bool:
 
 def any_instructions(texts: list[str]) -> bool:
     return any(looks_like_instructions(text) for text in texts)
+
+
+MAX_CHALLENGE_TEXT_BYTES = 32 * 1024
+
+
+def challenge_reads_like_instructions(seller_texts: list[str], body: bytes, content_type: str) -> bool:
+    """Whether a 402's own words (its challenge's texts and its body, as a reader would see it)
+    read like orders to an agent. Only the first MAX_CHALLENGE_TEXT_BYTES of the body are read."""
+    text = body[:MAX_CHALLENGE_TEXT_BYTES].decode("utf-8", errors="ignore")
+    # The body as a reader would see it: an HTML paywall's scripts are not text.
+    return any_instructions([*seller_texts, visible_text(text, content_type)])

@@ -56,7 +56,8 @@ class Selection:
         return int(self.network.split(":", 1)[1])
 
 
-def _assess(offer: Offer, usdc_by_network: Mapping[str, str]) -> Selection | str:
+def assess(offer: Offer, usdc_by_network: Mapping[str, str]) -> Selection | str:
+    """The payment Paywarden would make for `offer`, or the reason (in REASONS) it cannot pay it."""
     if offer.scheme != "exact":
         return "unsupported_scheme"
     network = offer.network
@@ -88,7 +89,7 @@ def select_offer(
     payable: list[Selection] = []
     best_failure = "no_offers"
     for offer in challenge.offers:
-        outcome = _assess(offer, usdc_by_network)
+        outcome = assess(offer, usdc_by_network)
         if isinstance(outcome, Selection):
             payable.append(outcome)
         elif REASONS.index(outcome) > REASONS.index(best_failure):
@@ -97,3 +98,12 @@ def select_offer(
         raise NoPayableEntry(best_failure)
     preferred = [s for s in payable if s.network in preferred_networks] or payable
     return min(preferred, key=lambda s: s.amount_atomic)
+
+
+def payable_offers(challenge: Challenge, *, usdc_by_network: Mapping[str, str]) -> list[Selection]:
+    """Every offer Paywarden could pay, in the challenge's order."""
+    return [
+        outcome
+        for offer in challenge.offers
+        if isinstance(outcome := assess(offer, usdc_by_network), Selection)
+    ]

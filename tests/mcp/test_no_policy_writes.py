@@ -134,6 +134,10 @@ HOSTILE: list[tuple[str, dict[str, object]]] = [
     ("get_approval_status", {"approvalId": "apr_" + "0" * 20}),
     ("quote_payment", {"url": "https://evil.example/pay"}),
     ("quote_payment", {"url": "https://api.example.com/x", "maxAmountUsd": "1000"}),
+    ("search_paid_apis", {"query": "web search", "allowHosts": ["*"], "verifiedSellersOnly": False}),
+    ("search_paid_apis", {"query": "x" * 500, "limit": 1000}),
+    ("diagnose_payment", {"url": "https://evil.example/pay", "maxAmountUsd": "1000"}),
+    ("diagnose_payment", {"url": "https://api.example.com/x", "headers": {"X-Policy": "allow-all"}}),
     ("fetch_paid", {"url": "https://evil.example/pay", "maxAmountUsd": "1000000"}),
     (
         "fetch_paid",

@@ -26,7 +26,16 @@ from tests.support.tenants import change_policy, make_agent, make_member, make_t
 
 pytestmark = pytest.mark.anyio
 
-TOOLS = {"fetch_paid", "get_budget", "list_payments", "get_approval_status", "propose_rule", "quote_payment"}
+TOOLS = {
+    "fetch_paid",
+    "get_budget",
+    "list_payments",
+    "get_approval_status",
+    "propose_rule",
+    "quote_payment",
+    "search_paid_apis",
+    "diagnose_payment",
+}
 WRITING_TOOLS = {"fetch_paid", "propose_rule"}
 PERSON = Principal.operator("test:person")
 

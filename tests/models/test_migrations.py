@@ -9,11 +9,17 @@ from alembic.runtime.migration import MigrationContext
 from server.kit.db import Database
 from server.kit.migrations import alembic_config, current_revision, head_revision
 from server.models import metadata
+from server.models.search import include_name
 
 
 def _diff(db: Database) -> list[object]:
     with db.engine.connect() as conn:
-        return list(compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}), metadata))
+        return list(
+            compare_metadata(
+                MigrationContext.configure(conn, opts={"compare_type": True, "include_name": include_name}),
+                metadata,
+            )
+        )
 
 
 def _move(db: Database, direction: str, revision: str) -> None:

@@ -63,11 +63,17 @@ class CliResult:
         return document
 
 
-def run_cli(database_url: str, *args: str, public_url: str = "http://127.0.0.1:8402") -> CliResult:
+def run_cli(
+    database_url: str,
+    *args: str,
+    public_url: str = "http://127.0.0.1:8402",
+    env: Mapping[str, str] | None = None,
+) -> CliResult:
     env = {
         "PAYWARDEN_DATABASE_URL": database_url,
         "PAYWARDEN_MASTER_KEY": TEST_MASTER_KEY,
         "PAYWARDEN_PUBLIC_URL": public_url,
+        **(env or {}),
     }
     result = CliRunner().invoke(app, list(args), env=env, catch_exceptions=False)
     return CliResult(result.exit_code, result.stdout, result.stderr)

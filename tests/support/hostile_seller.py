@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Any
+from typing import Any, Self
 
 import h11
 import pytest
@@ -209,7 +209,7 @@ class HostileSeller:
 
     # -- lifecycle and what tests read ------------------------------------------------------
 
-    def start(self) -> HostileSeller:
+    def start(self) -> Self:
         from x402 import x402FacilitatorSync
         from x402.mechanisms.evm import FacilitatorWeb3Signer
         from x402.mechanisms.evm.exact import register_exact_evm_facilitator

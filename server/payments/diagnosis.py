@@ -1,0 +1,522 @@
+"""diagnose_payment and `paywarden doctor`: why would paying this URL fail, without paying it.
+
+The URL is requested once, without a payment, through the safe seller client, and the checks run
+in the order fetch_paid meets them, with the functions fetch_paid uses, so the cause reported is
+the first error a real attempt would hit:
+
+1. the host against the agent's allowed hosts (the tool only; nothing is sent when it fails);
+2. the request: unreachable, too slow, redirected to another origin, an error instead of a 402;
+3. the 402's challenge (read as fetch_paid reads it), a payable offer, `maxAmountUsd`, the host
+   the challenge asks to be paid for;
+4. the wallet: the agent's (the tool) or `--wallet` (doctor), and its USDC balance from the
+   network's RPC when one is configured;
+5. the agent's policy, rules and caps with the spend counted now (the tool only).
+
+Warnings never block a payment: no wallet known, balance not checked, instruction-like text in the
+402, offers on mainnet and testnet at once, an x402 version that disagrees with the challenge's
+shape, some offers unpayable. Nothing the seller wrote comes back: its description and error are
+dropped, and any field of its offers that is not a simple token reads `[unreadable]` (see
+diagnosis_reading.py; the sentences and the issue report are diagnosis_report.py's).
+
+It never signs, reserves or records anything. `doctor` needs no database, account or key: only
+the RPC URLs, the assets, the timeout and the private-hosts switch (ProbeSettings).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from urllib.parse import urlsplit
+
+import anyio
+
+from auth.principal import Principal
+from server.chain.service import ChainService
+from server.kit.clock import Clock
+from server.kit.db import Database
+from server.models import Agent
+from server.models.enums import HoldReason, RuleKind, RuleScope, RuleSource, RuleWindow, WalletMode
+from server.payments import ledger
+from server.payments.diagnosis_reading import (
+    AcceptSeen,
+    ChallengeProblem,
+    RawChallenge,
+    accepts_seen,
+    kind_of_network,
+    public_url,
+    read_raw,
+    resource_host_seen,
+)
+from server.payments.errors import AmountExceedsMax, InvalidPaymentRequired, ResourceMismatch
+from server.payments.fingerprint import request_fingerprint
+from server.payments.inputs import FetchPaidInput
+from server.payments.location import LocationDenied
+from server.payments.offer import Offered, check_max, check_resource, purchase_facts, read_challenge
+from server.payments.purchase import load_context
+from server.payments.usage import context_for
+from server.policy.engine import Decision, host_allowed
+from server.policy.windows import window_end
+from server.sellers.client import Judge, SellerClient, SellerRequest, SellerResponse
+from server.sellers.errors import SellerTimeout, SellerUnreachable
+from server.settings import ProbeSettings, Settings
+from server.tenancy.service import get_agent
+from server.x402.challenge import Challenge
+from server.x402.instructions import challenge_reads_like_instructions
+from server.x402.selection import NoPayableEntry as NoOffer
+from server.x402.selection import Selection, select_offer
+
+NO_WALLET = "0x0000000000000000000000000000000000000000"
+DOCTOR_MAX_RESPONSE_BYTES = 1_048_576
+
+
+class Status(StrEnum):
+    PROBLEM = "problem"
+    NO_PROBLEM_FOUND = "no_problem_found"
+
+
+class Cause(StrEnum):
+    """The first thing a real fetch_paid would trip over, in the order it meets them."""
+
+    HOST_NOT_ALLOWED = "host_not_allowed"
+    SELLER_UNREACHABLE = "seller_unreachable"
+    SELLER_TIMEOUT = "seller_timeout"
+    REDIRECT_NOT_FOLLOWED = "redirect_not_followed"
+    SELLER_ERROR = "seller_error"  # an error status instead of a 402
+    INVALID_PAYMENT_REQUIRED = "invalid_payment_required"
+    NO_PAYABLE_ENTRY = "no_payable_entry"
+    AMOUNT_EXCEEDS_MAX = "amount_exceeds_max"
+    RESOURCE_MISMATCH = "resource_mismatch"
+    WALLET_NOT_CONFIGURED = "wallet_not_configured"
+    INSUFFICIENT_FUNDS = "insufficient_funds"
+    POLICY_DENIED = "policy_denied"
+
+    @property
+    def fetch_paid_error(self) -> str | None:
+        """The error code fetch_paid would return (None: it would return an answer, unpaid)."""
+        if self in (Cause.REDIRECT_NOT_FOLLOWED, Cause.SELLER_ERROR):
+            return None
+        return str(self)
+
+
+class WarningCode(StrEnum):
+    """Something worth knowing that never blocks a payment."""
+
+    NO_WALLET = "no_wallet"
+    BALANCE_NOT_CHECKED = "balance_not_checked"
+    INSTRUCTION_LIKE_TEXT = "instruction_like_text"
+    MIXED_MAINNET_TESTNET = "mixed_mainnet_testnet"
+    X402_VERSION_MISMATCH = "x402_version_mismatch"
+    SOME_ENTRIES_UNPAYABLE = "some_entries_unpayable"
+
+
+class WalletSource(StrEnum):
+    ARGUMENT = "argument"  # doctor --wallet
+    AGENT = "agent"  # the agent's registered wallet
+
+
+@dataclass(frozen=True)
+class RequestSeen:
+    method: str
+    url: str  # without its query string
+    http_status: int | None
+    x402_version: int | None
+
+
+@dataclass(frozen=True)
+class WalletSeen:
+    address: str
+    source: WalletSource
+    network: str | None = None
+    balance_atomic: int | None = None
+    needed_atomic: int | None = None
+    rpc_host: str | None = None
+
+
+@dataclass(frozen=True)
+class RuleBlock:
+    """A limit rule that would refuse this payment now: it leaves less than the price."""
+
+    rule_id: str
+    scope: RuleScope
+    window: RuleWindow | None
+    limit_atomic: int
+    remaining_atomic: int
+    resets_at: datetime | None
+
+
+@dataclass(frozen=True)
+class ChatRuleSeen:
+    """A rule the agent proposed from the chat that blocks or limits payments to this host."""
+
+    rule_id: str
+    kind: RuleKind
+    host: str | None
+    path_prefix: str | None
+    limit_atomic: int | None
+    window: RuleWindow | None
+    expires_at: datetime | None
+
+
+@dataclass(frozen=True)
+class PolicyView:
+    decision: Decision
+    rule_blocks: tuple[RuleBlock, ...] = ()
+    chat_rules: tuple[ChatRuleSeen, ...] = ()
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    status: Status
+    cause: Cause | None
+    reasons: tuple[str, ...]
+    warnings: tuple[WarningCode, ...]
+    request: RequestSeen
+    host: str
+    resource_host: str | None
+    accepts: tuple[AcceptSeen, ...]
+    wallet: WalletSeen | None
+    chat_rules: tuple[ChatRuleSeen, ...]
+    rule_blocks: tuple[RuleBlock, ...]
+    checked_at: datetime
+    selection_network: str | None = None
+    amount_atomic: int | None = None
+    max_amount: str | None = None
+    hold_reason: HoldReason | None = None
+    policy_read: bool = False  # the agent's policy was consulted (the tool); doctor reads none
+    timeout_ms: int = 0
+
+
+@dataclass
+class _Findings:
+    """What the checks learnt so far, filled in as they go."""
+
+    request: RequestSeen
+    warnings: list[WarningCode] = field(default_factory=list)
+    accepts: tuple[AcceptSeen, ...] = ()
+    resource_host: str | None = None
+    wallet: WalletSeen | None = None
+    selection: Selection | None = None
+
+    def warn(self, warning: WarningCode) -> None:
+        if warning not in self.warnings:
+            self.warnings.append(warning)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What is known besides the URL: the networks to prefer, the wallet, whether the host may be
+    paid, and (for the tool) how the agent's policy judges a purchase."""
+
+    request: FetchPaidInput
+    networks: tuple[str, ...]
+    wallet: WalletSeen | None
+    wallet_required: bool  # the tool: no wallet is a cause; doctor: a warning
+    policy: Callable[[ledger.PurchaseFacts], Awaitable[PolicyView]] | None = None
+    host_allowed: bool = True
+    judge: Judge | None = None  # the tool: each request and redirect hop, judged as fetch_paid does
+
+
+# -- the checks ----------------------------------------------------------------------------------
+
+
+class Diagnoser:
+    """Runs the checks for one URL. Shared by the tool (with the agent's policy) and doctor."""
+
+    def __init__(
+        self,
+        *,
+        sellers: SellerClient,
+        chain: ChainService,
+        assets: Mapping[str, str],
+        rpc_urls: Mapping[str, str],
+        timeout_ms: int,
+        clock: Clock,
+    ) -> None:
+        self._sellers = sellers
+        self._chain = chain
+        self._assets = dict(assets)
+        self._rpc_urls = dict(rpc_urls)
+        self._timeout_ms = timeout_ms
+        self._clock = clock
+
+    def _result(
+        self,
+        probe: Probe,
+        found: _Findings,
+        cause: Cause | None,
+        reasons: tuple[str, ...] = (),
+        *,
+        view: PolicyView | None = None,
+    ) -> Diagnosis:
+        rule_blocks = view.rule_blocks if view else ()
+        problem = cause is not None or bool(rule_blocks)
+        selection = found.selection
+        max_amount = probe.request.max_amount_usd
+        return Diagnosis(
+            status=Status.PROBLEM if problem else Status.NO_PROBLEM_FOUND,
+            cause=cause,
+            reasons=reasons,
+            warnings=tuple(found.warnings),
+            request=found.request,
+            host=probe.request.host,
+            resource_host=found.resource_host,
+            accepts=found.accepts,
+            wallet=found.wallet,
+            chat_rules=view.chat_rules if view else (),
+            rule_blocks=rule_blocks,
+            checked_at=self._clock.now(),
+            selection_network=selection.network if selection else None,
+            amount_atomic=selection.amount_atomic if selection else None,
+            max_amount=None if max_amount is None else str(max_amount),
+            hold_reason=view.decision.hold_reason if view and view.decision.outcome == "hold" else None,
+            policy_read=probe.policy is not None,
+            timeout_ms=self._timeout_ms,
+        )
+
+    async def run(self, probe: Probe) -> Diagnosis:
+        request = probe.request
+        found = _Findings(RequestSeen(request.method, public_url(request.url), None, None))
+        found.wallet = probe.wallet
+        if probe.wallet is None and not probe.wallet_required:
+            found.warn(WarningCode.NO_WALLET)
+        if not probe.host_allowed:
+            return self._result(probe, found, Cause.HOST_NOT_ALLOWED)
+
+        deadline = anyio.current_time() + self._timeout_ms / 1000
+        try:
+            first = await self._sellers.fetch(
+                SellerRequest(request.method, request.url, request.headers, request.body),
+                deadline=deadline,
+                judge=probe.judge,
+            )
+        except LocationDenied as denied:
+            reasons = tuple(str(reason) for reason in denied.decision.reasons)
+            return self._result(probe, found, Cause.POLICY_DENIED, reasons)
+        except SellerUnreachable:
+            return self._result(probe, found, Cause.SELLER_UNREACHABLE)
+        except SellerTimeout:
+            return self._result(probe, found, Cause.SELLER_TIMEOUT)
+
+        raw = read_raw(first) if first.status == 402 else None
+        found.request = RequestSeen(
+            request.method, public_url(request.url), first.status, raw.version if raw else None
+        )
+        if first.redirect_not_followed:
+            return self._result(probe, found, Cause.REDIRECT_NOT_FOLLOWED)
+        if first.status != 402:
+            cause = Cause.SELLER_ERROR if first.status >= 400 else None
+            return self._result(probe, found, cause)
+        assert raw is not None
+
+        challenge: Challenge | None
+        try:
+            challenge = read_challenge(first)
+        except InvalidPaymentRequired:
+            challenge = None
+        version = challenge.x402_version if challenge else (raw.version if raw.version in (1, 2) else 2)
+        found.accepts = accepts_seen(
+            raw.offers if challenge is None else [o.raw for o in challenge.offers], version, self._assets
+        )
+        found.resource_host = resource_host_seen(challenge, raw)
+        self._warn_about_challenge(found, first, challenge, raw)
+        if challenge is None:
+            reasons = raw.problems or (ChallengeProblem.NO_CHALLENGE,)
+            return self._result(probe, found, Cause.INVALID_PAYMENT_REQUIRED, tuple(str(r) for r in reasons))
+
+        try:
+            selection = select_offer(
+                challenge, usdc_by_network=self._assets, preferred_networks=probe.networks
+            )
+        except NoOffer as exc:
+            return self._result(probe, found, Cause.NO_PAYABLE_ENTRY, (exc.reason,))
+        found.selection = selection
+        try:
+            check_max(selection.amount_atomic, request.max_amount_usd)
+        except AmountExceedsMax:
+            return self._result(probe, found, Cause.AMOUNT_EXCEEDS_MAX)
+        try:
+            resource_host = check_resource(request.host, challenge, selection)
+        except ResourceMismatch:
+            return self._result(probe, found, Cause.RESOURCE_MISMATCH)
+
+        if probe.wallet is None:
+            if probe.wallet_required:
+                return self._result(probe, found, Cause.WALLET_NOT_CONFIGURED)
+        else:
+            found.wallet = await self._balance(probe.wallet, selection, found)
+            if (
+                found.wallet.balance_atomic is not None
+                and found.wallet.balance_atomic < selection.amount_atomic
+            ):
+                return self._result(probe, found, Cause.INSUFFICIENT_FUNDS)
+
+        if probe.policy is None:
+            return self._result(probe, found, None)
+        offered = Offered(
+            challenge, selection, resource_host, WarningCode.INSTRUCTION_LIKE_TEXT in found.warnings
+        )
+        facts = purchase_facts(
+            request,
+            first,
+            offered,
+            key="diagnosis-only",
+            fingerprint=request_fingerprint(request),
+            payer=probe.wallet.address if probe.wallet else NO_WALLET,
+            wallet_mode=WalletMode.LOCAL_KEY if probe.wallet else None,
+        )
+        view = await probe.policy(facts)
+        if view.decision.outcome == "deny":
+            return self._result(probe, found, Cause.POLICY_DENIED, view.decision.reasons, view=view)
+        return self._result(probe, found, None, view=view)
+
+    def _warn_about_challenge(
+        self, found: _Findings, first: SellerResponse, challenge: Challenge | None, raw: RawChallenge
+    ) -> None:
+        texts = challenge.seller_texts() if challenge is not None else []
+        if challenge_reads_like_instructions(texts, first.body, first.content_type):
+            found.warn(WarningCode.INSTRUCTION_LIKE_TEXT)
+        kinds = {kind_of_network(offer.get("network")) for offer in raw.offers}
+        if {"mainnet", "testnet"} <= kinds:
+            found.warn(WarningCode.MIXED_MAINNET_TESTNET)
+        if raw.mismatch:
+            found.warn(WarningCode.X402_VERSION_MISMATCH)
+        payable = [accept.payable for accept in found.accepts]
+        if any(payable) and not all(payable):
+            found.warn(WarningCode.SOME_ENTRIES_UNPAYABLE)
+
+    async def _balance(self, wallet: WalletSeen, selection: Selection, found: _Findings) -> WalletSeen:
+        rpc = self._rpc_urls.get(selection.network)
+        balance = await self._chain.balance(
+            network=selection.network, asset=selection.asset, owner=wallet.address
+        )
+        if balance is None:
+            found.warn(WarningCode.BALANCE_NOT_CHECKED)
+        return WalletSeen(
+            address=wallet.address,
+            source=wallet.source,
+            network=selection.network,
+            balance_atomic=balance,
+            needed_atomic=selection.amount_atomic,
+            rpc_host=urlsplit(rpc).hostname if rpc else None,
+        )
+
+
+# -- the tool: with the agent's policy ----------------------------------------------------------
+
+
+def rule_views(
+    standing: ledger.Standing, facts: ledger.PurchaseFacts, now: datetime
+) -> tuple[tuple[RuleBlock, ...], tuple[ChatRuleSeen, ...]]:
+    """The limit rules that would refuse this payment now, and the chat rules about its host."""
+    payment = facts.payment()
+    amount = payment.amount_atomic or 0
+    blocks: list[RuleBlock] = []
+    chat: list[ChatRuleSeen] = []
+    for rule in standing.rules:
+        if not rule.matches(payment.host, payment.path):
+            continue
+        if rule.source == RuleSource.CHAT and rule.kind in (RuleKind.DENY, RuleKind.LIMIT):
+            chat.append(
+                ChatRuleSeen(
+                    rule.id,
+                    rule.kind,
+                    rule.host,
+                    rule.path_prefix,
+                    rule.limit_atomic,
+                    rule.window,
+                    rule.expires_at,
+                )
+            )
+        if rule.kind == RuleKind.LIMIT and rule.limit_atomic is not None:
+            spent = standing.usage.rule_spent_atomic.get(rule.id, 0)
+            if spent + amount > rule.limit_atomic:
+                blocks.append(
+                    RuleBlock(
+                        rule.id,
+                        rule.scope,
+                        rule.window,
+                        rule.limit_atomic,
+                        max(rule.limit_atomic - spent, 0),
+                        window_end(rule.window, now) if rule.window else None,
+                    )
+                )
+    return tuple(blocks), tuple(chat)
+
+
+class DiagnosisService:
+    """diagnose_payment: the checks with the calling agent's host list, wallet and policy."""
+
+    def __init__(
+        self, *, db: Database, settings: Settings, sellers: SellerClient, chain: ChainService, clock: Clock
+    ) -> None:
+        self._db = db
+        self._clock = clock
+        self._diagnoser = Diagnoser(
+            sellers=sellers,
+            chain=chain,
+            assets=settings.assets,
+            rpc_urls=settings.rpc_urls,
+            timeout_ms=settings.fetch_timeout_ms,
+            clock=clock,
+        )
+
+    def _policy_view(self, principal: Principal, agent: Agent, facts: ledger.PurchaseFacts) -> PolicyView:
+        now = self._clock.now()
+        with self._db.read() as session:
+            current = get_agent(session, principal, agent.id)
+            standing = ledger.standing(session, agent=current, now=now)
+            context = context_for(session, agent=current, host=facts.host, pay_to=facts.selection.pay_to)
+            decision = standing.judge(facts.payment(), context)
+            blocks, chat = rule_views(standing, facts, now)
+        return PolicyView(decision, blocks, chat)
+
+    async def diagnose(self, principal: Principal, request: FetchPaidInput) -> Diagnosis:
+        context = await self._db.run(load_context, self._db, principal, request.host, self._clock.now())
+
+        async def policy(facts: ledger.PurchaseFacts) -> PolicyView:
+            return await self._db.run(self._policy_view, principal, context.agent, facts)
+
+        wallet = context.wallet
+        probe = Probe(
+            request=request,
+            networks=context.policy.networks,
+            wallet=WalletSeen(wallet.address, WalletSource.AGENT) if wallet else None,
+            wallet_required=True,
+            policy=policy,
+            host_allowed=host_allowed(context.policy, request.host, listed=context.listed),
+            judge=context.judge(),
+        )
+        return await self._diagnoser.run(probe)
+
+
+# -- doctor: no database, no account, no key ----------------------------------------------------
+
+
+async def diagnose_without_account(
+    settings: ProbeSettings, request: FetchPaidInput, *, wallet: str | None, clock: Clock
+) -> Diagnosis:
+    """doctor's checks: the seller, the challenge and, with a wallet, its balance. No policy."""
+    sellers = SellerClient(
+        max_response_bytes=DOCTOR_MAX_RESPONSE_BYTES, allow_private_hosts=settings.allow_private_hosts
+    )
+    chain = ChainService(settings.rpc_urls)
+    try:
+        probe = Probe(
+            request=request,
+            networks=(),
+            wallet=WalletSeen(wallet, WalletSource.ARGUMENT) if wallet else None,
+            wallet_required=False,
+        )
+        diagnoser = Diagnoser(
+            sellers=sellers,
+            chain=chain,
+            assets=settings.assets,
+            rpc_urls=settings.rpc_urls,
+            timeout_ms=settings.fetch_timeout_ms,
+            clock=clock,
+        )
+        return await diagnoser.run(probe)
+    finally:
+        await chain.aclose()
