@@ -61,13 +61,18 @@ def create_app(
         if current != head_revision():
             raise SchemaBehind("the database schema is behind: run `paywarden migrate`")
         runner = JobRunner(db=services.db, clock=services.clock, jobs=services.jobs)
-        async with mcp.session_manager.run(), anyio.create_task_group() as background:
+        try:
+            async with mcp.session_manager.run(), anyio.create_task_group() as background:
+                if settings.background_jobs:
+                    background.start_soon(runner.run_forever)
+                try:
+                    yield {"services": services}
+                finally:
+                    background.cancel_scope.cancel()
+        finally:
             if settings.background_jobs:
-                background.start_soon(runner.run_forever)
-            try:
-                yield {"services": services}
-            finally:
-                background.cancel_scope.cancel()
+                await runner.release()
+            with anyio.CancelScope(shield=True):
                 await services.aclose()
 
     metadata = wellknown.endpoint(settings)
