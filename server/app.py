@@ -23,7 +23,7 @@ from server.kit.logs import configure_logging
 from server.kit.migrations import current_revision, head_revision
 from server.mcp.auth import BearerAuthMiddleware
 from server.mcp.server import build_mcp_server
-from server.services import Services, build_services
+from server.services import Services, build_services, open_master_key
 from server.settings import Settings, load_settings
 from server.web import health, wellknown
 
@@ -60,6 +60,8 @@ def create_app(
         current = await services.db.run(current_revision, services.db)
         if current != head_revision():
             raise SchemaBehind("the database schema is behind: run `paywarden migrate`")
+        # Another master key than the database's own stops the process here, before it serves.
+        await services.db.run(open_master_key, services.db, settings, clock=services.clock)
         runner = JobRunner(db=services.db, clock=services.clock, jobs=services.jobs)
         try:
             async with mcp.session_manager.run(), anyio.create_task_group() as background:

@@ -18,10 +18,11 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, DotEnvSettingsSource, SettingsConfigDict
 
-from server.kit.crypto import MasterKey, MasterKeyError, load_or_create_master_key_file
+from server.kit.crypto import MasterKey, MasterKeyError, MasterKeyMissing, read_master_key_file
 
 ENV_PREFIX = "PAYWARDEN_"
-MASTER_KEY_FILE = Path(".paywarden-master-key")
+# Without PAYWARDEN_MASTER_KEY, the key lives in this file next to the SQLite database.
+MASTER_KEY_FILE_NAME = ".paywarden-master-key"
 
 BASE = "eip155:8453"
 BASE_SEPOLIA = "eip155:84532"
@@ -125,11 +126,38 @@ class Settings(BaseSettings):
     def public_host(self) -> str:
         return urlsplit(self.public_url).netloc
 
+    @property
+    def master_key_file(self) -> Path | None:
+        """Where the master key is kept when PAYWARDEN_MASTER_KEY is not set: next to the SQLite
+        database file, whatever the working directory. None when there is no such file (PostgreSQL,
+        or SQLite in memory): the key must then come from PAYWARDEN_MASTER_KEY."""
+        if self.master_key is not None or not self.database_url.startswith("sqlite:///"):
+            return None
+        path = self.database_url.removeprefix("sqlite:///").split("?", 1)[0]
+        if not path or path == ":memory:":
+            return None
+        return Path(path).resolve().parent / MASTER_KEY_FILE_NAME
+
+    @property
+    def master_key_name(self) -> str:
+        """How an error names the master key in use."""
+        if self.master_key is not None:
+            return "PAYWARDEN_MASTER_KEY"
+        return f"the master key file {self.master_key_file}"
+
     @cached_property
     def master(self) -> MasterKey:
+        """The configured master key. A missing key file is MasterKeyMissing: only the start-up
+        check (server/services.py) creates one, once it knows the database holds no sealed secret."""
         if self.master_key is not None:
             return MasterKey.parse(self.master_key.get_secret_value())
-        return load_or_create_master_key_file(MASTER_KEY_FILE)
+        path = self.master_key_file
+        if path is None:
+            raise MasterKeyError(
+                "PAYWARDEN_MASTER_KEY is required with PostgreSQL: every process of a deployment "
+                "needs the same key, and there is no database file to keep it next to"
+            )
+        return read_master_key_file(path)
 
     def usdc_address(self, network: str) -> str | None:
         return self.assets.get(network)
@@ -167,6 +195,8 @@ def load_settings(*, exempt: Iterable[str] = (), environ: Mapping[str, str] | No
         raise ConfigError(_one_line(exc)) from None
     try:
         _ = settings.master
+    except MasterKeyMissing:
+        pass  # created on first start, once the database is known to hold no sealed secret
     except (MasterKeyError, OSError) as exc:
         raise ConfigError(str(exc)) from None
     return settings

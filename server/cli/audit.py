@@ -21,6 +21,7 @@ def verify(
     """Exit 0 when every chain is intact, 1 when one is broken (naming the first broken link)."""
     with reported_errors():
         ctx = cli_context()
+        ctx.ready()
         with ctx.db.read() as session:
             orgs = [find_org(session, ctx.principal, org)] if org else organisations(session, ctx.principal)
             broken = []

@@ -36,7 +36,7 @@ def demo(as_json: bool = typer.Option(False, "--json", help="Print one JSON obje
     """Create the demo organisation, agent and policy if missing, and print a new agent token."""
     with reported_errors():
         ctx = cli_context()
-        ctx.require_current_schema()
+        ctx.ready()
         now = ctx.clock.now()
         principal = ctx.principal
         with ctx.db.write() as session:

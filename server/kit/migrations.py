@@ -8,6 +8,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from sqlalchemy import inspect
 
 from server.kit.db import Database
 
@@ -37,6 +38,11 @@ def upgrade(db: Database) -> None:
     with db.engine.begin() as conn:
         config.attributes["connection"] = conn
         command.upgrade(config, "head")
+
+
+def has_table(db: Database, name: str) -> bool:
+    with db.engine.connect() as conn:
+        return inspect(conn).has_table(name)
 
 
 def schema_is_current(db: Database) -> bool:

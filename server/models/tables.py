@@ -329,6 +329,17 @@ class OutOfPolicyFinding(SQLModel, table=True):
     detected_at: datetime = _ts()
 
 
+class MasterKeyCheck(SQLModel, table=True):
+    """The check value of the master key this database was set up with (one row): a process
+    started with another key refuses to run instead of failing at its first signature."""
+
+    __tablename__ = "master_key_checks"
+
+    id: int = Field(primary_key=True)  # always 1
+    check_value: str = Field(max_length=64)
+    created_at: datetime = _ts()
+
+
 class JobLease(SQLModel, table=True):
     """Which process runs a background job now. A lease that is not renewed lapses."""
 

@@ -29,7 +29,7 @@ def catalog_add(
     """Add a seller to the catalog."""
     with reported_errors():
         ctx = cli_context()
-        ctx.require_current_schema()
+        ctx.ready()
         with ctx.db.write() as session:
             entry = add_entry(
                 session,
