@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from auth.verifier import TokenVerifier
+from server.audit.chain import chain_key
+from server.audit.jobs import LogAuditHeads
 from server.chain.service import ChainService
 from server.jobs.runner import Job
 from server.kit.clock import Clock, SystemClock
@@ -50,6 +52,7 @@ def build_services(settings: Settings, *, clock: Clock | None = None, db: Databa
         SettlementReconciler(db=db, chain=chain, clock=clock),
         OutOfPolicyWatch(db=db, chain=chain, clock=clock, assets=settings.assets),
         ExpireAuthorizations(db=db, chain=chain, clock=clock),
+        LogAuditHeads(db=db),
     ]
     return Services(
         settings=settings,
@@ -95,4 +98,5 @@ def open_master_key(db: Database, settings: Settings, *, clock: Clock) -> Master
             check_master_key(
                 session, master=master, name=settings.master_key_name, now=clock.now(), with_check=with_check
             )
+    db.audit_key = chain_key(master)  # only now can anything be audited
     return master

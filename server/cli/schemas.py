@@ -14,13 +14,13 @@ from typing import Any
 
 from auth.tokens import IssuedToken
 from server.approvals import service as approvals
+from server.audit.service import ChainBreak
 from server.kit.clock import isoformat
 from server.kit.money import format_usd
 from server.models import (
     AccessToken,
     Agent,
     Approval,
-    AuditEvent,
     CatalogEntry,
     Member,
     Organization,
@@ -134,8 +134,16 @@ def catalog_entry(entry: CatalogEntry) -> Document:
     }
 
 
-def broken_link(org: Organization, event: AuditEvent) -> Document:
-    return {"orgId": org.id, "seq": event.seq, "eventId": event.id}
+def broken_link(found: ChainBreak) -> Document:
+    document: Document = {
+        "orgId": found.org_id,
+        "seq": found.seq,
+        "eventId": found.event_id,
+        "reason": found.reason,
+    }
+    if found.last_seq is not None:
+        document["lastSeq"] = found.last_seq
+    return document
 
 
 def audit_verification(*, checked: int, broken: Sequence[Document]) -> Document:

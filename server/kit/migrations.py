@@ -34,9 +34,12 @@ def current_revision(db: Database) -> str | None:
 
 
 def upgrade(db: Database) -> None:
+    """Upgrade to the newest schema in one transaction. Migrations that sign audit events (the one
+    that keyed the audit chain) use `db.audit_key`, set once the master key was checked."""
     config = alembic_config()
     with db.engine.begin() as conn:
         config.attributes["connection"] = conn
+        config.attributes["audit_key"] = db.audit_key
         command.upgrade(config, "head")
 
 

@@ -269,7 +269,10 @@ class CatalogEntry(SQLModel, table=True):
 
 
 class AuditEvent(SQLModel, table=True):
-    """Append-only; each organisation's events form a SHA-256 hash chain ordered by `seq`."""
+    """Append-only; each organisation's events form a keyed hash chain ordered by `seq`.
+
+    Triggers refuse UPDATE and DELETE (migration 20261130_0005). A later migration that rebuilds
+    this table on SQLite (a batch operation copies it) must create them again."""
 
     __tablename__ = "audit_events"
     __table_args__ = (UniqueConstraint("org_id", "seq"),)

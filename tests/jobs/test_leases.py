@@ -49,7 +49,7 @@ def wait_for_leases(db: Database, *, count: int, not_held_by: set[str]) -> list[
 async def test_the_app_releases_its_leases_when_it_shuts_down(db: Database) -> None:
     clock = FrozenClock(datetime(2026, 12, 1, 12, 0, tzinfo=UTC))
     settings = settings_for(database_url=db.url, port=8402, extra=JOBS_ON)
-    jobs = build_services(settings, clock=clock).jobs
+    jobs = build_services(settings, clock=clock, db=db).jobs
     with RunningServer(settings, port=free_port(), clock=clock):
         taken = wait_for_leases(db, count=len(jobs), not_held_by=set())
     holder = taken[0].holder
