@@ -46,7 +46,7 @@ def build_services(settings: Settings, *, clock: Clock | None = None, db: Databa
     sellers = SellerClient(
         max_response_bytes=settings.max_response_bytes, allow_private_hosts=settings.allow_private_hosts
     )
-    chain = ChainService(settings.rpc_urls)
+    chain = ChainService(settings.rpc_urls, confirmations=settings.confirmations)
     purchases = PurchaseService(db=db, settings=settings, sellers=sellers, chain=chain, clock=clock)
     jobs: list[Job] = [
         SettlementReconciler(db=db, chain=chain, clock=clock),

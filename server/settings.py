@@ -31,6 +31,11 @@ DEFAULT_USDC = {
     BASE: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
     BASE_SEPOLIA: "0x036CbD53842c5426634e7929541eC2318f3dCF7e",
 }
+# Blocks mined on top of the one holding a transfer before it counts as settled (Base makes a block
+# every 2 s): deep enough that a sequencer's reorganisation is behind us, short enough that a
+# payment reads `settled` within half a minute.
+DEFAULT_CONFIRMATIONS = {BASE: 10, BASE_SEPOLIA: 5}
+MAX_CONFIRMATIONS = 1_000
 
 _ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
 _PRIVATE_KEY_LIKE = re.compile(r"(?<![0-9a-fA-F])(0x)?[0-9a-fA-F]{64}(?![0-9a-fA-F])")
@@ -56,6 +61,7 @@ class Settings(BaseSettings):
     master_key: SecretStr | None = None
     rpc_urls: dict[str, str] = Field(default_factory=dict)
     assets: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_USDC))
+    confirmations: dict[str, int] = Field(default_factory=lambda: dict(DEFAULT_CONFIRMATIONS))
     allow_private_hosts: bool = False
     max_response_bytes: int = Field(default=1_048_576, ge=1, le=10_485_760)
     fetch_timeout_ms: int = Field(default=30_000, ge=1_000, le=120_000)
@@ -101,6 +107,17 @@ class Settings(BaseSettings):
             if not _ADDRESS.match(address):
                 raise ValueError(f"the USDC address for {network} must be 0x and 40 hex digits")
             merged[network] = address
+        return merged
+
+    @field_validator("confirmations")
+    @classmethod
+    def _confirmations(cls, value: dict[str, int]) -> dict[str, int]:
+        merged = dict(DEFAULT_CONFIRMATIONS)
+        for network, depth in value.items():
+            _check_network(network)
+            if isinstance(depth, bool) or not 0 <= depth <= MAX_CONFIRMATIONS:
+                raise ValueError(f"the confirmations for {network} must be 0 to {MAX_CONFIRMATIONS} blocks")
+            merged[network] = depth
         return merged
 
     @field_validator("slack_webhook_url")
@@ -211,7 +228,7 @@ def _overrides(environ: Mapping[str, str]) -> dict[str, Any]:
         raw = environ.get(ENV_PREFIX + field.upper())
         if raw is None:
             continue
-        out[field] = json.loads(raw) if field in ("rpc_urls", "assets") else raw
+        out[field] = json.loads(raw) if field in ("rpc_urls", "assets", "confirmations") else raw
     return out
 
 

@@ -213,6 +213,10 @@ class PaymentIntent(SQLModel, table=True):
     completed_at: datetime | None = _ts(nullable=True)
     settled_at: datetime | None = _ts(nullable=True)
     updated_at: datetime = _ts()
+    # Chain evidence that a sent authorisation can never move money: a block `PAYWARDEN_CONFIRMATIONS`
+    # deep, stamped at or past validBefore, as of which the token said the nonce was unused.
+    lapse_block: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    lapse_block_time: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
 
 
 class Approval(SQLModel, table=True):
