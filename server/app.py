@@ -24,7 +24,7 @@ from server.kit.logs import configure_logging
 from server.kit.migrations import current_revision, head_revision
 from server.mcp.auth import BearerAuthMiddleware
 from server.mcp.server import build_mcp_server
-from server.services import Services, build_services
+from server.services import Services, build_services, open_master_key
 from server.settings import Settings, load_settings
 from server.web import health
 from server.web.errors import http_error, server_error
@@ -63,14 +63,21 @@ def create_app(
         current = await services.db.run(current_revision, services.db)
         if current != head_revision():
             raise SchemaBehind("the database schema is behind: run `paywarden migrate`")
+        # Another master key than the database's own stops the process here, before it serves.
+        await services.db.run(open_master_key, services.db, settings, clock=services.clock)
         runner = JobRunner(db=services.db, clock=services.clock, jobs=services.jobs)
-        async with mcp.session_manager.run(), anyio.create_task_group() as background:
+        try:
+            async with mcp.session_manager.run(), anyio.create_task_group() as background:
+                if settings.background_jobs:
+                    background.start_soon(runner.run_forever)
+                try:
+                    yield {"services": services}
+                finally:
+                    background.cancel_scope.cancel()
+        finally:
             if settings.background_jobs:
-                background.start_soon(runner.run_forever)
-            try:
-                yield {"services": services}
-            finally:
-                background.cancel_scope.cancel()
+                await runner.release()
+            with anyio.CancelScope(shield=True):
                 await services.aclose()
 
     routes = [

@@ -11,11 +11,15 @@ from auth.passkeys import RelyingParty
 from auth.sessions import Csrf
 from auth.token_families import TokenPolicy
 from auth.verifier import TokenVerifier
+from server.audit.chain import chain_key
+from server.audit.jobs import LogAuditHeads
 from server.catalog.verification import CatalogVerificationJob, CatalogVerifier
 from server.chain.service import ChainService
 from server.jobs.runner import Job
 from server.kit.clock import Clock, SystemClock
+from server.kit.crypto import MasterKey, MasterKeyMissing, load_or_create_master_key_file
 from server.kit.db import Database
+from server.kit.migrations import has_table
 from server.payments.diagnosis import DiagnosisService
 from server.payments.jobs import ExpireAuthorizations, SettlementReconciler
 from server.payments.purchase import PurchaseService
@@ -23,6 +27,7 @@ from server.payments.quote import QuoteService
 from server.payments.watch import OutOfPolicyWatch
 from server.sellers.client import SellerClient
 from server.settings import Settings
+from server.wallets.master_key import check_master_key, holds_sealed_secrets
 
 
 @dataclass
@@ -75,7 +80,7 @@ def build_services(
     sellers = SellerClient(
         max_response_bytes=settings.max_response_bytes, allow_private_hosts=settings.allow_private_hosts
     )
-    chain = ChainService(settings.rpc_urls)
+    chain = ChainService(settings.rpc_urls, confirmations=settings.confirmations)
     # Client metadata documents come through the same guarded client as sellers, with a small cap.
     document_http = document_http or SellerClient(
         max_response_bytes=MAX_DOCUMENT_BYTES + 1, allow_private_hosts=settings.allow_private_hosts
@@ -94,6 +99,7 @@ def build_services(
         ExpireAuthorizations(db=db, chain=chain, clock=clock),
         IdentityHousekeeping(db=db, clock=clock),
         CatalogVerificationJob(catalog),
+        LogAuditHeads(db=db),
     ]
     return Services(
         settings=settings,
@@ -111,3 +117,38 @@ def build_services(
         diagnoses=DiagnosisService(db=db, settings=settings, sellers=sellers, chain=chain, clock=clock),
         jobs=jobs,
     )
+
+
+def open_master_key(db: Database, settings: Settings, *, clock: Clock) -> MasterKey:
+    """The master key this process may use, checked against the database before anything else.
+
+    Raises MasterKeyError with one line naming the key when it is not the database's own. Without
+    PAYWARDEN_MASTER_KEY the key file next to the SQLite database is created on first start, and
+    never for a database that already holds a key check value or sealed wallet keys: a new key
+    could open none of them. Works on any schema (before `migrate` too): what the schema does not
+    have yet, it does not check.
+    """
+    tables = has_table(db, "wallets")
+    with_check = has_table(db, "master_key_checks")
+    try:
+        master = settings.master
+    except MasterKeyMissing:
+        path = settings.master_key_file
+        assert path is not None  # without a file to keep it in, settings.master says so itself
+        if tables:
+            with db.read() as session:
+                sealed = holds_sealed_secrets(session, with_check=with_check)
+            # A process starting at the same moment may have just made the file, and used it.
+            if sealed and not path.exists():
+                raise MasterKeyMissing(
+                    f"the master key file {path} does not exist, and this database holds keys "
+                    "sealed with a master key: restore that file or set PAYWARDEN_MASTER_KEY"
+                ) from None
+        master = load_or_create_master_key_file(path)
+    if tables:
+        with db.write() as session:
+            check_master_key(
+                session, master=master, name=settings.master_key_name, now=clock.now(), with_check=with_check
+            )
+    db.audit_key = chain_key(master)  # only now can anything be audited
+    return master

@@ -19,10 +19,11 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, DotEnvSettingsSource, SettingsConfigDict, SettingsError
 
-from server.kit.crypto import MasterKey, MasterKeyError, load_or_create_master_key_file
+from server.kit.crypto import MasterKey, MasterKeyError, MasterKeyMissing, read_master_key_file
 
 ENV_PREFIX = "PAYWARDEN_"
-MASTER_KEY_FILE = Path(".paywarden-master-key")
+# Without PAYWARDEN_MASTER_KEY, the key lives in this file next to the SQLite database.
+MASTER_KEY_FILE_NAME = ".paywarden-master-key"
 
 BASE = "eip155:8453"
 BASE_SEPOLIA = "eip155:84532"
@@ -31,6 +32,11 @@ DEFAULT_USDC = {
     BASE: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
     BASE_SEPOLIA: "0x036CbD53842c5426634e7929541eC2318f3dCF7e",
 }
+# Blocks mined on top of the one holding a transfer before it counts as settled (Base makes a block
+# every 2 s): deep enough that a sequencer's reorganisation is behind us, short enough that a
+# payment reads `settled` within half a minute.
+DEFAULT_CONFIRMATIONS = {BASE: 10, BASE_SEPOLIA: 5}
+MAX_CONFIRMATIONS = 1_000
 
 _ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
 _PRIVATE_KEY_LIKE = re.compile(r"(?<![0-9a-fA-F])(0x)?[0-9a-fA-F]{64}(?![0-9a-fA-F])")
@@ -56,6 +62,7 @@ class Settings(BaseSettings):
     master_key: SecretStr | None = None
     rpc_urls: dict[str, str] = Field(default_factory=dict)
     assets: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_USDC))
+    confirmations: dict[str, int] = Field(default_factory=lambda: dict(DEFAULT_CONFIRMATIONS))
     allow_private_hosts: bool = False
     max_response_bytes: int = Field(default=1_048_576, ge=1, le=10_485_760)
     fetch_timeout_ms: int = Field(default=30_000, ge=1_000, le=120_000)
@@ -111,6 +118,17 @@ class Settings(BaseSettings):
             merged[network] = address
         return merged
 
+    @field_validator("confirmations")
+    @classmethod
+    def _confirmations(cls, value: dict[str, int]) -> dict[str, int]:
+        merged = dict(DEFAULT_CONFIRMATIONS)
+        for network, depth in value.items():
+            _check_network(network)
+            if isinstance(depth, bool) or not 0 <= depth <= MAX_CONFIRMATIONS:
+                raise ValueError(f"the confirmations for {network} must be 0 to {MAX_CONFIRMATIONS} blocks")
+            merged[network] = depth
+        return merged
+
     @field_validator("slack_webhook_url")
     @classmethod
     def _slack(cls, value: SecretStr | None) -> SecretStr | None:
@@ -159,11 +177,38 @@ class Settings(BaseSettings):
     def secure_cookies(self) -> bool:
         return self.pages_url.startswith("https://")
 
+    @property
+    def master_key_file(self) -> Path | None:
+        """Where the master key is kept when PAYWARDEN_MASTER_KEY is not set: next to the SQLite
+        database file, whatever the working directory. None when there is no such file (PostgreSQL,
+        or SQLite in memory): the key must then come from PAYWARDEN_MASTER_KEY."""
+        if self.master_key is not None or not self.database_url.startswith("sqlite:///"):
+            return None
+        path = self.database_url.removeprefix("sqlite:///").split("?", 1)[0]
+        if not path or path == ":memory:":
+            return None
+        return Path(path).resolve().parent / MASTER_KEY_FILE_NAME
+
+    @property
+    def master_key_name(self) -> str:
+        """How an error names the master key in use."""
+        if self.master_key is not None:
+            return "PAYWARDEN_MASTER_KEY"
+        return f"the master key file {self.master_key_file}"
+
     @cached_property
     def master(self) -> MasterKey:
+        """The configured master key. A missing key file is MasterKeyMissing: only the start-up
+        check (server/services.py) creates one, once it knows the database holds no sealed secret."""
         if self.master_key is not None:
             return MasterKey.parse(self.master_key.get_secret_value())
-        return load_or_create_master_key_file(MASTER_KEY_FILE)
+        path = self.master_key_file
+        if path is None:
+            raise MasterKeyError(
+                "PAYWARDEN_MASTER_KEY is required with PostgreSQL: every process of a deployment "
+                "needs the same key, and there is no database file to keep it next to"
+            )
+        return read_master_key_file(path)
 
     def usdc_address(self, network: str) -> str | None:
         return self.assets.get(network)
@@ -201,6 +246,8 @@ def load_settings(*, exempt: Iterable[str] = (), environ: Mapping[str, str] | No
         raise ConfigError(_one_line(exc)) from None
     try:
         _ = settings.master
+    except MasterKeyMissing:
+        pass  # created on first start, once the database is known to hold no sealed secret
     except (MasterKeyError, OSError) as exc:
         raise ConfigError(str(exc)) from None
     return settings
@@ -215,7 +262,7 @@ def _overrides(environ: Mapping[str, str]) -> dict[str, Any]:
         raw = environ.get(ENV_PREFIX + field.upper())
         if raw is None:
             continue
-        out[field] = json.loads(raw) if field in ("rpc_urls", "assets") else raw
+        out[field] = json.loads(raw) if field in ("rpc_urls", "assets", "confirmations") else raw
     return out
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -77,6 +79,66 @@ def test_a_master_key_file_others_can_read_is_refused(tmp_path: Path) -> None:
     os.chmod(path, 0o644)
     with pytest.raises(MasterKeyError, match="chmod 600"):
         load_or_create_master_key_file(path)
+
+
+def test_a_reader_never_sees_an_empty_or_partial_key_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the key is being written (made slow here), the file's name shows nothing or all of it."""
+    path = tmp_path / ".paywarden-master-key"
+    seen: list[str] = []
+    stop = threading.Event()
+
+    def read_again_and_again() -> None:
+        while not stop.is_set():
+            try:
+                seen.append(path.read_text())
+            except FileNotFoundError:
+                continue
+
+    encode = MasterKey.encode
+
+    def slow_encode(key: MasterKey) -> str:
+        time.sleep(0.2)
+        return encode(key)
+
+    monkeypatch.setattr(MasterKey, "encode", slow_encode)
+    reader = threading.Thread(target=read_again_and_again)
+    reader.start()
+    try:
+        created = load_or_create_master_key_file(path)
+        deadline = time.monotonic() + 10
+        while not seen and time.monotonic() < deadline:
+            time.sleep(0.01)  # bounded: until the reader has read the finished file once
+    finally:
+        stop.set()
+        reader.join(timeout=10)
+    monkeypatch.undo()
+    assert seen
+    assert set(seen) == {created.encode() + "\n"}
+
+
+def test_the_default_key_file_is_next_to_the_sqlite_database(tmp_path: Path) -> None:
+    absolute = load_settings(environ={"PAYWARDEN_DATABASE_URL": f"sqlite:///{tmp_path}/data/pw.db"})
+    assert absolute.master_key_file == tmp_path / "data" / ".paywarden-master-key"
+    relative = load_settings(environ={"PAYWARDEN_DATABASE_URL": "sqlite:///./pw.db"})
+    assert relative.master_key_file == Path.cwd() / ".paywarden-master-key"
+    with_variable = load_settings(environ={"PAYWARDEN_MASTER_KEY": KEY})
+    assert with_variable.master_key_file is None
+    assert with_variable.master_key_name == "PAYWARDEN_MASTER_KEY"
+
+
+def test_postgres_without_the_master_key_variable_is_refused() -> None:
+    with pytest.raises(ConfigError, match="PAYWARDEN_MASTER_KEY is required with PostgreSQL"):
+        load_settings(environ={"PAYWARDEN_DATABASE_URL": "postgresql+psycopg://u@h/db"})
+
+
+def test_derived_keys_differ_by_purpose_and_reveal_nothing_of_the_key() -> None:
+    key = MasterKey(b"\x01" * 32)
+    assert key.derive("a") != key.derive("b")
+    assert key.derive("a") == MasterKey(b"\x01" * 32).derive("a")
+    assert key.check_value() != MasterKey(b"\x02" * 32).check_value()
+    assert bytes.fromhex(key.check_value()) != b"\x01" * 32
 
 
 def test_sealed_values_open_only_with_the_same_key_and_context() -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import ClassVar
 
-from sqlmodel import col
+from sqlalchemy import and_, func
+from sqlmodel import col, select
 
 from server.kit.repository import TenantRepository
 from server.models import AuditEvent
@@ -32,4 +33,19 @@ class AuditRepository(TenantRepository[AuditEvent]):
             .where(AuditEvent.org_id == org_id)
             .order_by(col(AuditEvent.seq).desc())
             .limit(limit)
+        )
+
+    def heads(self) -> Sequence[AuditEvent]:
+        """Every organisation's newest event (system read, across organisations)."""
+        newest = (
+            select(AuditEvent.org_id, func.max(AuditEvent.seq).label("seq"))
+            .group_by(col(AuditEvent.org_id))
+            .subquery()
+        )
+        return self.all(
+            self.statement()
+            .join(
+                newest, and_(col(AuditEvent.org_id) == newest.c.org_id, col(AuditEvent.seq) == newest.c.seq)
+            )
+            .order_by(col(AuditEvent.org_id))
         )

@@ -1,29 +1,33 @@
 """Append audit events and verify each organisation's hash chain.
 
-Each event stores the SHA-256 of its canonical JSON (which includes the previous event's hash),
-so editing or deleting any event breaks every link after it. Appends lock the organisation for
-the rest of the transaction so two writers can never claim the same sequence number.
-Secrets, keys, signatures and request or response bodies are never written: `record` refuses
-data that carries them.
+Each event stores the HMAC-SHA256 (under a key derived from the master key) of its canonical
+JSON, which includes the previous event's hash: editing, deleting or reordering any event breaks
+the chain at that event, and someone who can write to the database but does not hold the master
+key cannot recompute the hashes after an edit (server/audit/chain.py). The database refuses
+UPDATE and DELETE on the table outright (triggers). Removing the newest events leaves a shorter
+chain that checks out; that is caught against a head recorded earlier (`heads`, logged by the
+server periodically, and `audit verify --expect-head`).
+Appends lock the organisation for the rest of the transaction so two writers can never claim the
+same sequence number. Secrets, keys, signatures and request or response bodies are never written:
+`record` refuses data that carries them.
 """
 
 from __future__ import annotations
 
-import hashlib
+import hmac
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from sqlmodel import Session
 
+from server.audit.chain import ANCHOR_TYPE, GENESIS, anchor_data, event_body, keyed_hash, plain_hash
 from server.audit.repository import AuditRepository
-from server.kit.clock import isoformat
-from server.kit.db import lock_org
+from server.kit.db import audit_key_of, lock_org
 from server.kit.ids import new_id
-from server.kit.jsonutil import canonical
 from server.models import AuditEvent
-
-GENESIS = "0" * 64
 
 _FORBIDDEN_KEYS = {"token", "secret", "signature", "privatekey", "private_key", "key", "body", "password"}
 _SECRET_VALUE = re.compile(
@@ -33,6 +37,38 @@ _SECRET_VALUE = re.compile(
 
 class AuditDataError(ValueError):
     """Audit data that would leak a secret or a body."""
+
+
+class AuditKeyMissing(RuntimeError):
+    """The unit of work has no audit key: the process never checked its master key."""
+
+
+BreakReason = Literal[
+    "sequence_gap",  # an event is missing or out of place (deleted, inserted, reordered)
+    "link_mismatch",  # the event does not follow the one before it
+    "hash_mismatch",  # the event is not what was written (edited)
+    "not_keyed",  # a plain SHA-256 hash where only a keyed one can be: rewritten without the key
+    "truncated",  # the chain ends below a head recorded earlier
+    "head_mismatch",  # the event at a head recorded earlier is another one now
+]
+
+
+@dataclass(frozen=True)
+class Head:
+    """The newest event of an organisation's chain, as recorded to detect truncation later."""
+
+    org_id: str
+    seq: int
+    hash: str
+
+
+@dataclass(frozen=True)
+class ChainBreak:
+    org_id: str
+    seq: int
+    reason: BreakReason
+    event_id: str | None = None
+    last_seq: int | None = None  # for a truncation: where the chain ends now
 
 
 def _check_clean(value: Any, path: str = "data") -> None:
@@ -54,19 +90,29 @@ def _is_hash_field(path: str) -> bool:
     return leaf in {"txhash", "transactionhash", "nonce", "fingerprint"}
 
 
-def event_hash(event: AuditEvent) -> str:
-    body = {
-        "orgId": event.org_id,
-        "seq": event.seq,
-        "type": event.type,
-        "actor": event.actor,
-        "agentId": event.agent_id,
-        "subjectId": event.subject_id,
-        "data": event.data,
-        "createdAt": isoformat(event.created_at),
-        "prevHash": event.prev_hash,
-    }
-    return hashlib.sha256(canonical(body).encode()).hexdigest()
+def _key(session: Session) -> bytes:
+    key = audit_key_of(session)
+    if key is None:
+        raise AuditKeyMissing("no audit key: the master key must be checked before anything is audited")
+    return key
+
+
+def _body(event: AuditEvent) -> bytes:
+    return event_body(
+        org_id=event.org_id,
+        seq=event.seq,
+        type=event.type,
+        actor=event.actor,
+        agent_id=event.agent_id,
+        subject_id=event.subject_id,
+        data=event.data,
+        created_at=event.created_at,
+        prev_hash=event.prev_hash,
+    )
+
+
+def event_hash(event: AuditEvent, key: bytes) -> str:
+    return keyed_hash(key, _body(event))
 
 
 def record(
@@ -81,6 +127,7 @@ def record(
     subject_id: str | None = None,
 ) -> AuditEvent:
     _check_clean(data)
+    key = _key(session)
     lock_org(session, org_id)
     events = AuditRepository(session)
     last = events.last_of_org(org_id)
@@ -97,20 +144,94 @@ def record(
         prev_hash=last.hash if last else GENESIS,
         hash="",
     )
-    event.hash = event_hash(event)
+    event.hash = event_hash(event, key)
     return events.add(event)
 
 
-def first_broken_link(session: Session, org_id: str) -> AuditEvent | None:
-    """The first event whose hash or link does not check out, or None if the chain is intact."""
-    prev = GENESIS
-    expected_seq = 1
+def _anchors(event: AuditEvent, *, legacy_seq: int, legacy_hash: str) -> bool:
+    """Whether `event` is the keyed anchor that covers plain-hashed events up to `legacy_seq`."""
+    return event.type == ANCHOR_TYPE and event.data == anchor_data(
+        legacy_seq=legacy_seq, legacy_hash=legacy_hash
+    )
+
+
+def first_broken_link(session: Session, org_id: str, *, expected: Head | None = None) -> ChainBreak | None:
+    """The first place the organisation's chain does not check out, or None if it is intact.
+
+    Events hashed with plain SHA-256 (written before the chain was keyed) are accepted only as the
+    chain's beginning, followed by the keyed anchor that names the last of them. `expected`, a head
+    recorded earlier, must still be in the chain: a chain that ends below it was truncated.
+    """
+    key = _key(session)
+    prev, seq = GENESIS, 1
+    keyed = False
+    legacy_from: AuditEvent | None = None  # the first plain-hashed event not yet covered by an anchor
+    hash_at_expected: str | None = None
+
+    def broken(event: AuditEvent, reason: BreakReason) -> ChainBreak:
+        return ChainBreak(org_id, event.seq, reason, event_id=event.id)
+
     for event in AuditRepository(session).chain_of_org(org_id):
-        if event.seq != expected_seq or event.prev_hash != prev or event_hash(event) != event.hash:
-            return event
-        prev = event.hash
-        expected_seq += 1
+        if event.seq != seq:
+            return broken(event, "sequence_gap")
+        if event.prev_hash != prev:
+            return broken(event, "link_mismatch")
+        body = _body(event)
+        if hmac_equal(event.hash, keyed_hash(key, body)):
+            if legacy_from is not None:
+                if not _anchors(event, legacy_seq=seq - 1, legacy_hash=prev):
+                    return broken(legacy_from, "not_keyed")
+                legacy_from = None
+            keyed = True
+        elif hmac_equal(event.hash, plain_hash(body)):
+            if keyed:
+                return broken(event, "not_keyed")
+            legacy_from = legacy_from or event
+        else:
+            return broken(event, "hash_mismatch")
+        if expected is not None and event.seq == expected.seq:
+            hash_at_expected = event.hash
+        prev, seq = event.hash, seq + 1
+    if legacy_from is not None:
+        return broken(legacy_from, "not_keyed")
+    if expected is not None:
+        if seq - 1 < expected.seq:
+            return ChainBreak(org_id, expected.seq, "truncated", last_seq=seq - 1)
+        if hash_at_expected != expected.hash:
+            return ChainBreak(org_id, expected.seq, "head_mismatch")
     return None
+
+
+def hmac_equal(a: str, b: str) -> bool:
+    return hmac.compare_digest(a.encode(), b.encode())
+
+
+def heads(session: Session) -> list[Head]:
+    """Every organisation's newest event (seq and hash), by organisation id."""
+    return [Head(event.org_id, event.seq, event.hash) for event in AuditRepository(session).heads()]
+
+
+def heads_document(found: list[Head]) -> dict[str, Any]:
+    """Heads as `audit head --json` prints them and the server logs them; what --expect-head reads."""
+    return {"heads": [{"orgId": head.org_id, "seq": head.seq, "hash": head.hash} for head in found]}
+
+
+def parse_heads(document: Mapping[str, Any]) -> dict[str, Head]:
+    """Heads from a document `heads_document` wrote (or a logged line carrying its `heads`)."""
+    items = document.get("heads")
+    if not isinstance(items, list):
+        raise ValueError(
+            "expected a JSON object with a list of heads, as `paywarden audit head --json` prints"
+        )
+    found: dict[str, Head] = {}
+    for item in items:
+        if not isinstance(item, dict):
+            raise ValueError("each head must be an object with orgId, seq and hash")
+        org_id, seq, digest = item.get("orgId"), item.get("seq"), item.get("hash")
+        if not isinstance(org_id, str) or not isinstance(seq, int) or not isinstance(digest, str):
+            raise ValueError("each head must be an object with orgId, seq and hash")
+        found[org_id] = Head(org_id, seq, digest)
+    return found
 
 
 def events_for(session: Session, org_id: str, *, limit: int = 100) -> list[AuditEvent]:

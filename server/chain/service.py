@@ -6,17 +6,28 @@ when the chain cannot be asked: a missing RPC never turns into a guess.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from server.chain.rpc import JsonRpc, RpcError
-from server.chain.settlement import ExpectedTransfer, SettlementFinding, find_settlement, usdc_balance
+from server.chain.settlement import (
+    ChainVerdict,
+    ExpectedTransfer,
+    SettlementFinding,
+    find_settlement,
+    judge,
+    usdc_balance,
+)
 
 LOG_CHUNK_BLOCKS = 2_000
 
 
 class ChainService:
-    def __init__(self, rpc_urls: dict[str, str]) -> None:
+    def __init__(
+        self, rpc_urls: Mapping[str, str], *, confirmations: Mapping[str, int] | None = None
+    ) -> None:
         self._rpcs = {network: JsonRpc(url) for network, url in rpc_urls.items()}
+        self._confirmations = dict(confirmations or {})
 
     async def aclose(self) -> None:
         for rpc in self._rpcs.values():
@@ -28,6 +39,11 @@ class ChainService:
 
     def has_rpc(self, network: str) -> bool:
         return network in self._rpcs
+
+    def confirmations(self, network: str) -> int:
+        """Blocks that must be mined on top of a transfer's block before it is final (0 when the
+        configuration names none for the network)."""
+        return self._confirmations.get(network, 0)
 
     def _rpc(self, network: str) -> JsonRpc:
         rpc = self._rpcs.get(network)
@@ -45,6 +61,21 @@ class ChainService:
             return None
         try:
             return await find_settlement(rpc, expected, tx_hash=hint)
+        except (RpcError, KeyError, ValueError, TypeError):
+            return None
+
+    async def judge(
+        self, network: str, expected: ExpectedTransfer, *, hint: str | None, valid_before: int
+    ) -> ChainVerdict | None:
+        """The chain's verdict on one authorisation at the network's confirmation depth, or None
+        when it cannot be asked. Several calls: for background jobs, never for a tool call."""
+        rpc = self._rpcs.get(network)
+        if rpc is None:
+            return None
+        try:
+            return await judge(
+                rpc, expected, tx_hash=hint, valid_before=valid_before, depth=self.confirmations(network)
+            )
         except (RpcError, KeyError, ValueError, TypeError):
             return None
 

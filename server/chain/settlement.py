@@ -1,15 +1,22 @@
-"""Settlement truth: a payment is `settled` only when its transfer is found in chain logs.
+"""Settlement truth: a payment is `settled` only when its transfer is found in chain logs, under
+enough blocks; it can no longer settle only when the chain says so.
 
 For an EIP-3009 payment the USDC contract emits, in one transaction, `AuthorizationUsed(payer,
 nonce)` and `Transfer(payer, payTo, value)`. Finding the first by payer and nonce ties the chain
 to our intent (the nonce is derived from it); the second must then match payee and amount, or the
 movement is flagged instead of settled.
+
+`judge` gives the chain's whole answer for one authorisation, counting confirmations: the
+transfer is final once `depth` blocks were mined on top of the one holding it (a reorganisation
+shallower than that cannot undo it). An authorisation can no longer be used once a block whose
+timestamp is at or past its `validBefore` (the chain's clock: the token refuses it from then on)
+is itself `depth` blocks deep and the token says, as of that block, that the nonce is unused.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from eth_hash.auto import keccak
 
@@ -81,6 +88,59 @@ def _matching_transfer(logs: list[dict[str, Any]], expected: ExpectedTransfer) -
     return SettlementFinding(True, tx_hash, block, mismatch=mismatch, actual_pay_to=to, actual_amount=value)
 
 
+VerdictKind = Literal["settled", "mismatch", "pending", "lapsed", "open"]
+
+
+@dataclass(frozen=True)
+class ChainVerdict:
+    """What the chain says of one authorisation now.
+
+    `settled` / `mismatch`: used, under enough blocks (with the finding); `pending`: used, not deep
+    enough yet; `lapsed`: provably never used and never usable again (`block` is the confirmed block
+    that proves it, `block_timestamp` its time); `open`: unused, and the chain's clock has not yet
+    passed validBefore at a confirmed block, so it could still be used.
+    """
+
+    kind: VerdictKind
+    finding: SettlementFinding | None = None
+    confirmations: int | None = None
+    block: int | None = None
+    block_timestamp: int | None = None
+
+
+async def judge(
+    rpc: JsonRpc, expected: ExpectedTransfer, *, tx_hash: str | None, valid_before: int, depth: int
+) -> ChainVerdict:
+    finding = await find_settlement(rpc, expected, tx_hash=tx_hash)
+    if finding.found:
+        kind: VerdictKind = "settled" if finding.settled else "mismatch"
+        if depth == 0:
+            return ChainVerdict(kind, finding)
+        latest = _quantity(await rpc.call("eth_blockNumber", []))
+        if finding.block_number is None:
+            return ChainVerdict("pending", finding)
+        confirmations = latest - finding.block_number
+        return ChainVerdict(kind if confirmations >= depth else "pending", finding, confirmations)
+    confirmed = _quantity(await rpc.call("eth_blockNumber", [])) - depth
+    if confirmed < 0:
+        return ChainVerdict("open")
+    block = await rpc.call("eth_getBlockByNumber", [hex(confirmed), False])
+    if not isinstance(block, dict):
+        return ChainVerdict("open")
+    timestamp = _quantity(block.get("timestamp"))
+    if timestamp < valid_before:
+        return ChainVerdict("open")
+    if await _authorization_state(rpc, expected, block=hex(confirmed)) is not False:
+        return ChainVerdict("open")  # used after all (a reorganisation?), or the token cannot say
+    return ChainVerdict("lapsed", block=confirmed, block_timestamp=timestamp)
+
+
+def _quantity(value: Any) -> int:
+    if not isinstance(value, str) or not value.startswith("0x"):
+        raise RpcError("not a hex quantity")
+    return int(value, 16)
+
+
 async def find_settlement(
     rpc: JsonRpc, expected: ExpectedTransfer, *, tx_hash: str | None
 ) -> SettlementFinding:
@@ -129,12 +189,19 @@ async def _authorization_unused(rpc: JsonRpc, expected: ExpectedTransfer) -> boo
     A token without `authorizationState` (or an RPC that fails the call) gives no answer, and the
     logs are searched anyway.
     """
+    return await _authorization_state(rpc, expected, block="latest") is False
+
+
+async def _authorization_state(rpc: JsonRpc, expected: ExpectedTransfer, *, block: str) -> bool | None:
+    """Whether the token says the nonce was used as of `block`; None when it cannot say."""
     data = AUTHORIZATION_STATE_SELECTOR + address_topic(expected.payer)[2:] + expected.nonce.lower()[2:]
     try:
-        result = await rpc.call("eth_call", [{"to": expected.asset, "data": data}, "latest"])
+        result = await rpc.call("eth_call", [{"to": expected.asset, "data": data}, block])
     except RpcError:
-        return False
-    return isinstance(result, str) and result.startswith("0x") and len(result) == 66 and int(result, 16) == 0
+        return None
+    if not (isinstance(result, str) and result.startswith("0x") and len(result) == 66):
+        return None
+    return int(result, 16) != 0
 
 
 def _is_authorization_used(log: dict[str, Any], expected: ExpectedTransfer) -> bool:

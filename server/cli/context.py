@@ -9,8 +9,10 @@ from functools import cached_property
 
 from auth.principal import Principal
 from server.kit.clock import Clock, SystemClock
+from server.kit.crypto import MasterKey
 from server.kit.db import Database
 from server.kit.migrations import schema_is_current
+from server.services import open_master_key
 from server.settings import Settings, load_settings
 
 
@@ -42,6 +44,17 @@ class CliContext:
 
         if not schema_is_current(self.db):
             fail("the database schema is behind: run `paywarden migrate`")
+
+    @cached_property
+    def master(self) -> MasterKey:
+        """The master key, checked against the database (MasterKeyError: one line, exit 2)."""
+        return open_master_key(self.db, self.settings, clock=self.clock)
+
+    def ready(self) -> None:
+        """What every command that uses the database does first: the schema must be current and
+        the master key must be the database's own."""
+        self.require_current_schema()
+        _ = self.master
 
 
 def cli_context(*, exempt: Iterable[str] = ()) -> CliContext:

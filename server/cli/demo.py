@@ -39,7 +39,7 @@ def demo(as_json: bool = typer.Option(False, "--json", help="Print one JSON obje
     the owner's enrolment link while they have no passkey yet."""
     with reported_errors():
         ctx = cli_context()
-        ctx.require_current_schema()
+        ctx.ready()
         now = ctx.clock.now()
         principal = ctx.principal
         with ctx.db.write() as session:

@@ -8,6 +8,7 @@ from server.cli import admin, audit, demo, doctor, schemas
 from server.cli.context import cli_context
 from server.cli.output import emit, reported_errors
 from server.kit import migrations
+from server.services import open_master_key
 
 app = typer.Typer(
     help="Paywarden: a spending control plane for AI agents that pay x402 APIs.",
@@ -27,8 +28,10 @@ def migrate(as_json: bool = typer.Option(False, "--json", help="Print one JSON o
     with reported_errors():
         ctx = cli_context()
         before = migrations.current_revision(ctx.db)
+        _ = ctx.master  # checked before the schema moves: another key than the database's changes nothing
         migrations.upgrade(ctx.db)
         after = migrations.current_revision(ctx.db)
+        open_master_key(ctx.db, ctx.settings, clock=ctx.clock)  # records its check value
         emit(
             schemas.migration(before=before, after=after, database=_redact(ctx.settings.database_url)),
             as_json=as_json,
@@ -46,7 +49,7 @@ def serve(
 
     with reported_errors():
         ctx = cli_context()
-        ctx.require_current_schema()
+        ctx.ready()
         typer.echo(
             f"Paywarden serving {ctx.settings.mcp_url} (bound to {host}:{port}, {workers} worker(s))",
             err=True,

@@ -10,6 +10,7 @@ from typing import Any, NoReturn
 
 import typer
 
+from server.kit.crypto import MasterKeyError
 from server.kit.errors import PaywardenError
 from server.policy.model import PolicyError
 from server.settings import ConfigError
@@ -36,7 +37,7 @@ def reported_errors() -> Iterator[None]:
     """Turn expected errors into one line on stderr and a non-zero exit code."""
     try:
         yield
-    except ConfigError as exc:
+    except (ConfigError, MasterKeyError) as exc:
         fail(str(exc), 2)
     except PaywardenError as exc:
         detail = exc.extra.get("reason")

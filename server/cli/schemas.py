@@ -15,6 +15,7 @@ from typing import Any
 from auth.clients import NewClient
 from auth.tokens import IssuedToken
 from server.approvals import service as approvals
+from server.audit.service import ChainBreak
 from server.catalog.imports import ImportReport
 from server.catalog.service import Listing
 from server.catalog.verification import CheckResult
@@ -24,7 +25,6 @@ from server.models import (
     AccessToken,
     Agent,
     Approval,
-    AuditEvent,
     CatalogEntry,
     CatalogOffer,
     Member,
@@ -253,8 +253,16 @@ def catalog_checks_table(document: Document) -> str:
     return "\n".join(rows) or "Nothing was due for a check."
 
 
-def broken_link(org: Organization, event: AuditEvent) -> Document:
-    return {"orgId": org.id, "seq": event.seq, "eventId": event.id}
+def broken_link(found: ChainBreak) -> Document:
+    document: Document = {
+        "orgId": found.org_id,
+        "seq": found.seq,
+        "eventId": found.event_id,
+        "reason": found.reason,
+    }
+    if found.last_seq is not None:
+        document["lastSeq"] = found.last_seq
+    return document
 
 
 def audit_verification(*, checked: int, broken: Sequence[Document]) -> Document:

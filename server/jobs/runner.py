@@ -16,7 +16,7 @@ from typing import Protocol
 
 import anyio
 
-from server.jobs.lease import try_acquire
+from server.jobs.lease import release, try_acquire
 from server.kit.clock import Clock
 from server.kit.db import Database
 
@@ -70,3 +70,20 @@ class JobRunner:
         async with anyio.create_task_group() as group:
             for job in self._jobs:
                 group.start_soon(self._loop, job)
+
+    def _release_all(self) -> None:
+        with self._db.write() as session:
+            now = self._clock.now()
+            for job in self._jobs:
+                release(session, name=job.name, holder=self.holder, now=now)
+
+    async def release(self) -> None:
+        """End every lease this process holds, so another process (or this one restarted) takes
+        the jobs over at once instead of waiting for the leases to lapse. Runs even while the
+        caller is being cancelled: it is what a shutdown does last."""
+        with anyio.CancelScope(shield=True):
+            try:
+                await self._db.run(self._release_all)
+            except Exception:
+                # The leases then lapse on their own after their time to live.
+                log.exception("could not release the background jobs' leases")

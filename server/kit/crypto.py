@@ -2,7 +2,9 @@
 derived from it for one purpose each (CSRF tokens, refresh-token successors).
 
 The key is `pwmk_` + base64url of 32 random bytes: a format that never looks like a wallet key,
-so the "private-key-looking value" guard on configuration cannot confuse the two.
+so the "private-key-looking value" guard on configuration cannot confuse the two. Other keys
+(the audit chain's, the key check value a database keeps) are derived from it with HKDF-SHA256,
+one purpose label each, so none of them reveals the master key or another derived key.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import binascii
 import os
 import secrets
 import stat
+import tempfile
 from pathlib import Path
 
 from cryptography.exceptions import InvalidTag
@@ -22,10 +25,15 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 MASTER_KEY_PREFIX = "pwmk_"
 _NONCE_BYTES = 12
 _SEAL_VERSION = b"\x01"
+KEY_CHECK_PURPOSE = "paywarden/master-key-check/v1"
 
 
 class MasterKeyError(ValueError):
     pass
+
+
+class MasterKeyMissing(MasterKeyError):
+    """No master key is configured and none may be created here."""
 
 
 class SealError(ValueError):
@@ -57,13 +65,17 @@ class MasterKey:
     def generate(cls) -> MasterKey:
         return cls(secrets.token_bytes(32))
 
+    def derive(self, purpose: str) -> bytes:
+        """A 32-byte key of its own for one purpose (HKDF-SHA256, the purpose as its info), so no
+        purpose ever uses the master key itself and every process that holds it derives the same."""
+        return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=purpose.encode()).derive(self._raw)
+
+    def check_value(self) -> str:
+        """What a database keeps to recognise this key without being able to recover it."""
+        return self.derive(KEY_CHECK_PURPOSE).hex()
+
     def encode(self) -> str:
         return MASTER_KEY_PREFIX + base64.urlsafe_b64encode(self._raw).decode().rstrip("=")
-
-    def derive(self, label: str) -> bytes:
-        """A 32-byte key of its own for one purpose (HKDF-SHA256), so no purpose ever uses the
-        master key itself and every process that holds the master key derives the same one."""
-        return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=label.encode()).derive(self._raw)
 
     def seal(self, plaintext: bytes, *, context: str) -> bytes:
         """Encrypt `plaintext`, bound to `context` (e.g. the wallet id) as associated data."""
@@ -80,18 +92,50 @@ class MasterKey:
             raise SealError("the sealed value does not open with this master key") from exc
 
 
-def load_or_create_master_key_file(path: Path) -> MasterKey:
-    """Read the key file, creating it 0600 on first run. A file others can read is refused."""
+def read_master_key_file(path: Path) -> MasterKey:
+    """Read a key file; a file other users can read is refused, a missing one is MasterKeyMissing."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
         mode = stat.S_IMODE(path.stat().st_mode)
-        if mode & 0o077:
-            raise MasterKeyError(
-                f"{path} is readable by other users (mode {mode:o}); run: chmod 600 {path}"
-            ) from None
+    except FileNotFoundError:
+        raise MasterKeyMissing(f"the master key file {path} does not exist") from None
+    if mode & 0o077:
+        raise MasterKeyError(f"{path} is readable by other users (mode {mode:o}); run: chmod 600 {path}")
+    try:
         return MasterKey.parse(path.read_text())
+    except MasterKeyError:
+        raise MasterKeyError(f"the master key file {path} does not hold a master key (pwmk_...)") from None
+
+
+def load_or_create_master_key_file(path: Path) -> MasterKey:
+    """Read the key file, or create it (0600) holding a new key.
+
+    Creation is atomic: the key is written to a private temporary file in the same directory,
+    flushed to disk, then linked to its name, which fails if the name exists. A reader never sees
+    an empty or partial file, and of several processes creating it at once, one wins and every
+    other reads the winner's key.
+    """
+    if path.exists():
+        return read_master_key_file(path)
     key = MasterKey.generate()
-    with os.fdopen(fd, "w") as handle:
-        handle.write(key.encode() + "\n")
-    return key
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(key.encode() + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(temporary, path)
+        except FileExistsError:
+            return read_master_key_file(path)  # another process made it first: use theirs
+        _fsync_directory(path.parent)
+        return key
+    finally:
+        os.unlink(temporary)
+
+
+def _fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

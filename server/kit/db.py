@@ -27,6 +27,8 @@ T = TypeVar("T")
 
 _SQLITE_BUSY_TIMEOUT_MS = 30_000
 DEFAULT_POOL_SIZE = 10
+# Where a session carries the key that signs audit events (server/audit/service.py).
+_AUDIT_KEY = "paywarden.audit_key"
 
 
 def make_engine(url: str, *, pool_size: int = DEFAULT_POOL_SIZE) -> Engine:
@@ -57,21 +59,29 @@ def _sqlite_on_begin(conn: Connection) -> None:
 
 
 class Database:
-    def __init__(self, url: str, *, pool_size: int = DEFAULT_POOL_SIZE) -> None:
+    def __init__(
+        self, url: str, *, pool_size: int = DEFAULT_POOL_SIZE, audit_key: bytes | None = None
+    ) -> None:
         self.url = url
         self.engine = make_engine(url, pool_size=pool_size)
         self.is_sqlite = url.startswith("sqlite")
         self._write_engine = self.engine.execution_options(paywarden_write=True)
+        # Set once the master key is checked against the database; until then nothing can be
+        # audited (server/audit/service.py refuses to write an event it cannot sign).
+        self.audit_key = audit_key
+
+    def _session(self, engine: Engine) -> Session:
+        # Closing (not rolling back) keeps loaded objects usable after the unit of work ends.
+        return Session(engine, expire_on_commit=False, info={_AUDIT_KEY: self.audit_key})
 
     @contextmanager
     def read(self) -> Iterator[Session]:
-        # Closing (not rolling back) keeps loaded objects usable after the unit of work ends.
-        with Session(self.engine, expire_on_commit=False) as session:
+        with self._session(self.engine) as session:
             yield session
 
     @contextmanager
     def write(self) -> Iterator[Session]:
-        with Session(self._write_engine, expire_on_commit=False) as session:
+        with self._session(self._write_engine) as session:
             try:
                 yield session
                 session.commit()
@@ -85,6 +95,12 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def audit_key_of(session: Session) -> bytes | None:
+    """The audit signing key of the unit of work `session` belongs to, if the process has one."""
+    key = session.info.get(_AUDIT_KEY)
+    return key if isinstance(key, bytes) else None
 
 
 def lock_org(session: Session, org_id: str) -> None:

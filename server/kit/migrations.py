@@ -8,6 +8,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from sqlalchemy import inspect
 
 from server.kit.db import Database
 
@@ -33,10 +34,18 @@ def current_revision(db: Database) -> str | None:
 
 
 def upgrade(db: Database) -> None:
+    """Upgrade to the newest schema in one transaction. Migrations that sign audit events (the one
+    that keyed the audit chain) use `db.audit_key`, set once the master key was checked."""
     config = alembic_config()
     with db.engine.begin() as conn:
         config.attributes["connection"] = conn
+        config.attributes["audit_key"] = db.audit_key
         command.upgrade(config, "head")
+
+
+def has_table(db: Database, name: str) -> bool:
+    with db.engine.connect() as conn:
+        return inspect(conn).has_table(name)
 
 
 def schema_is_current(db: Database) -> bool:

@@ -362,6 +362,10 @@ class PaymentIntent(SQLModel, table=True):
     completed_at: datetime | None = _ts(nullable=True)
     settled_at: datetime | None = _ts(nullable=True)
     updated_at: datetime = _ts()
+    # Chain evidence that a sent authorisation can never move money: a block `PAYWARDEN_CONFIRMATIONS`
+    # deep, stamped at or past validBefore, as of which the token said the nonce was unused.
+    lapse_block: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    lapse_block_time: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
 
 
 class Approval(SQLModel, table=True):
@@ -454,7 +458,10 @@ class CatalogOffer(SQLModel, table=True):
 
 
 class AuditEvent(SQLModel, table=True):
-    """Append-only; each organisation's events form a SHA-256 hash chain ordered by `seq`."""
+    """Append-only; each organisation's events form a keyed hash chain ordered by `seq`.
+
+    Triggers refuse UPDATE and DELETE (migration 20261130_0008). A later migration that rebuilds
+    this table on SQLite (a batch operation copies it) must create them again."""
 
     __tablename__ = "audit_events"
     __table_args__ = (UniqueConstraint("org_id", "seq"),)
@@ -512,6 +519,17 @@ class OutOfPolicyFinding(SQLModel, table=True):
     nonce: str | None = Field(default=None, max_length=66)
     intent_id: str | None = Field(default=None, max_length=40)
     detected_at: datetime = _ts()
+
+
+class MasterKeyCheck(SQLModel, table=True):
+    """The check value of the master key this database was set up with (one row): a process
+    started with another key refuses to run instead of failing at its first signature."""
+
+    __tablename__ = "master_key_checks"
+
+    id: int = Field(primary_key=True)  # always 1
+    check_value: str = Field(max_length=64)
+    created_at: datetime = _ts()
 
 
 class JobLease(SQLModel, table=True):

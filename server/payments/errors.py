@@ -152,9 +152,11 @@ class ApprovalMismatch(PaywardenError):
 
 
 # Failure codes of payments whose signed authorisation never left Paywarden: money can only move
-# for one of these if the wallet's key is used elsewhere.
+# for one of these if the wallet's key is used elsewhere. `never_sent`: authorised, never submitted,
+# expired by the reconciler (an intent is marked submitted before its signature leaves).
 NEVER_SENT_FAILURES = frozenset(
     {
+        "never_sent",
         "signing_failed",
         "amount_exceeds_max",
         "seller_unreachable",

@@ -2,18 +2,20 @@
 
 `ExpireAuthorizations` closes what can no longer happen:
 - an `authorized` intent whose `validBefore` has passed was never sent (an intent is marked
-  `submitted` before its signature leaves this process), so its authorisation can never be used:
-  it is expired at once;
-- a `submitted` or `settlement_pending` intent past its `validBefore` (plus a grace period for a
-  transfer mined just in time) is settled if the chain shows its transfer, and expired if the
-  chain shows none. Without an RPC for its network nothing can be proven, so it is left as it is
+  `submitted` before its signature leaves this process, and cannot be once it is expired), so its
+  authorisation can never be used: it is expired at once, on this server's clock;
+- a `submitted` or `settlement_pending` intent past its `validBefore` (plus a grace period) is
+  asked about: settled if the chain shows its transfer under enough blocks, expired only when the
+  chain proves it can no longer be used (a confirmed block stamped past `validBefore`, the nonce
+  unused as of it). Without an RPC for its network nothing can be proven, so it is left as it is
   and keeps counting against the caps: over-counting is the safe side;
 - approvals past their TTL, or approved but not used within 10 minutes, are expired, and so are
   their held intents.
 
-`SettlementReconciler` settles (or flags) intents whose money may still be moving: submitted and
-pending ones, and failed or expired ones whose authorisation was sent (a seller may settle and
-still answer 500).
+`SettlementReconciler` does the same for every intent whose money may still be moving: submitted
+and pending ones, and failed or expired ones whose authorisation was sent (a seller may settle and
+still answer 500) until the chain proves they can no longer settle; only that proof makes them
+stop counting.
 
 Safe with several processes: each job runs under a lease, and every change re-reads the row under
 the organisation's lock and only moves it if it is still in the state the pass saw.
@@ -22,7 +24,6 @@ the organisation's lock and only moves it if it is still in the state the pass s
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
 
 from auth.principal import Principal
 from server.chain.service import ChainService
@@ -34,7 +35,7 @@ from server.payments import holds
 from server.payments.errors import NEVER_SENT_FAILURES
 from server.payments.ledger import update_intent
 from server.payments.repository import IntentRepository
-from server.payments.settlement import MISMATCH_PREFIX, SettlementChecker, ask_chain
+from server.payments.settlement import MISMATCH_PREFIX, SettlementChecker
 
 log = logging.getLogger("paywarden.reconciler")
 
@@ -57,23 +58,8 @@ class ExpireAuthorizations:
         handled = await self._db.run(self._expire_approvals)
         handled += await self._db.run(self._expire_unsent)
         for intent in await self._db.run(self._sent_and_lapsed):
-            finding = await ask_chain(self._chain, intent)
-            if finding is None:
-                continue  # no RPC for the network, or it failed: nothing can be proven
-            if finding.found:
-                # Settled, or flagged if the transfer differs: only ever from the chain's logs.
-                after = await self._settlement.apply(intent, finding, principal=RECONCILER)
-                changed = after.status != intent.status or after.failure_code != intent.failure_code
-            else:
-                changed = await self._db.run(
-                    self._move,
-                    intent.id,
-                    intent.status,
-                    IntentStatus.EXPIRED,
-                    "payment.expired",
-                    failure_code="not_settled_before_valid_before",
-                )
-            handled += int(changed)
+            after = await self._settlement.reconcile(intent, principal=RECONCILER)
+            handled += int(after.status != intent.status or after.failure_code != intent.failure_code)
         return handled
 
     def _expire_approvals(self) -> int:
@@ -122,12 +108,10 @@ class ExpireAuthorizations:
 
 
 class SettlementReconciler:
-    """Background job: settle (or flag) intents from chain logs, for networks with an RPC."""
+    """Background job: settle, flag or lapse intents from chain logs, for networks with an RPC."""
 
     name = "chain.settlement"
     interval_seconds = 15.0
-    # How long after validBefore a payment is still looked for: covers an RPC that was down.
-    grace = timedelta(hours=6)
     batch = 100
 
     def __init__(self, *, db: Database, chain: ChainService, clock: Clock) -> None:
@@ -140,12 +124,10 @@ class SettlementReconciler:
         networks = self._chain.networks
         if not networks:
             return []
-        oldest = int((self._clock.now() - self.grace).timestamp())
         with self._db.read() as session:
             return list(
                 IntentRepository(session).settlement_due(
                     networks=networks,
-                    oldest_unix=oldest,
                     never_sent=NEVER_SENT_FAILURES,
                     mismatch_prefix=MISMATCH_PREFIX,
                     limit=self.batch,
@@ -155,7 +137,11 @@ class SettlementReconciler:
     async def run_once(self) -> int:
         changed = 0
         for intent in await self._db.run(self._due):
-            after = await self.checker.check(intent)
-            if after.status != intent.status or after.failure_code != intent.failure_code:
+            after = await self.checker.reconcile(intent)
+            if (
+                after.status != intent.status
+                or after.failure_code != intent.failure_code
+                or after.lapse_block != intent.lapse_block
+            ):
                 changed += 1
         return changed

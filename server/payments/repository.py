@@ -1,8 +1,10 @@
 """Every query of the payments domain: intents and their counted spend, out-of-policy findings, and
 how far the chain watch has read.
 
-Counting rule, in one place (`counted`): a payment counts from its authorisation; a failed or
-expired one keeps counting until its authorisation's `validBefore` has passed.
+Counting rule, in one place (`counted`): a payment counts from its authorisation. A failed or
+expired one keeps counting until the chain says it cannot settle (`lapse_block`, recorded by the
+reconciler), never on this server's clock; one whose signed authorisation never left Paywarden
+stops counting at once (its failure code says so).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ COUNTED = (
     IntentStatus.SETTLEMENT_PENDING,
     IntentStatus.SETTLED,
 )
-COUNTED_UNTIL_VALID_BEFORE = (IntentStatus.FAILED, IntentStatus.EXPIRED)
+COUNTED_UNTIL_LAPSED = (IntentStatus.FAILED, IntentStatus.EXPIRED)
 # The signed authorisation left this process: the organisation may have paid this payee.
 SENT = (IntentStatus.SUBMITTED, IntentStatus.SETTLEMENT_PENDING, IntentStatus.SETTLED)
 IN_FLIGHT = (IntentStatus.SUBMITTED, IntentStatus.SETTLEMENT_PENDING)
@@ -36,12 +38,20 @@ SERVED = (IntentStatus.SETTLEMENT_PENDING, IntentStatus.SETTLED)
 OUTCOME_KNOWN = (*SERVED, IntentStatus.FAILED, IntentStatus.EXPIRED)
 
 
-def counted(now_unix: int) -> Any:
+def _never_left(never_sent: Collection[str]) -> Any:
+    return and_(col(PaymentIntent.failure_code).is_not(None), col(PaymentIntent.failure_code).in_(never_sent))
+
+
+def counted(never_sent: Collection[str]) -> Any:
+    """Intents that count against the caps. `never_sent`: the failure codes of payments whose
+    signed authorisation never left Paywarden (server/payments/errors.py)."""
     return or_(
         col(PaymentIntent.status).in_(COUNTED),
         and_(
-            col(PaymentIntent.status).in_(COUNTED_UNTIL_VALID_BEFORE),
-            col(PaymentIntent.valid_before) > now_unix,
+            col(PaymentIntent.status).in_(COUNTED_UNTIL_LAPSED),
+            col(PaymentIntent.authorized_at).is_not(None),  # a held payment that closed never counted
+            col(PaymentIntent.lapse_block).is_(None),
+            ~_never_left(never_sent),
         ),
     )
 
@@ -87,7 +97,9 @@ class IntentRepository(TenantRepository[PaymentIntent]):
         order = (col(PaymentIntent.created_at).desc(), col(PaymentIntent.id).desc())
         return self.all(statement.order_by(*order).limit(limit))
 
-    def counted_spend(self, spend: SpendFilter, *, since: datetime, now: datetime) -> tuple[int, int]:
+    def counted_spend(
+        self, spend: SpendFilter, *, since: datetime, never_sent: Collection[str]
+    ) -> tuple[int, int]:
         """(atomic amount, number of payments) counted since `since` for the intents `spend` selects."""
         clauses: list[Any] = [col(PaymentIntent.org_id) == spend.org_id]
         agents_of = {RuleScope.TEAM: Agent.team_id, RuleScope.MEMBER: Agent.member_id}
@@ -114,7 +126,7 @@ class IntentRepository(TenantRepository[PaymentIntent]):
             select(func.coalesce(func.sum(PaymentIntent.amount_atomic), 0), func.count())
             .where(*clauses)
             .where(col(PaymentIntent.authorized_at) >= since)
-            .where(counted(int(now.timestamp())))
+            .where(counted(never_sent))
         ).one()
         return int(row[0]), int(row[1])
 
@@ -192,27 +204,25 @@ class IntentRepository(TenantRepository[PaymentIntent]):
         self,
         *,
         networks: Collection[str],
-        oldest_unix: int,
         never_sent: Collection[str],
         mismatch_prefix: str,
         limit: int,
     ) -> Sequence[PaymentIntent]:
-        """Intents whose money may still be moving: in flight, or failed or expired after being sent."""
+        """Intents whose money may still move: in flight, or failed or expired after being sent,
+        until the chain settles them or proves they cannot settle (`lapse_block`)."""
         sent_and_unfinished = or_(
             col(PaymentIntent.status).in_(IN_FLIGHT),
             and_(
-                col(PaymentIntent.status).in_(COUNTED_UNTIL_VALID_BEFORE),
-                or_(
-                    col(PaymentIntent.failure_code).is_(None),
-                    col(PaymentIntent.failure_code).not_in(never_sent),
-                ),
+                col(PaymentIntent.status).in_(COUNTED_UNTIL_LAPSED),
+                col(PaymentIntent.authorized_at).is_not(None),
+                col(PaymentIntent.lapse_block).is_(None),
+                ~_never_left(never_sent),
             ),
         )
         return self.all(
             self.statement()
             .where(col(PaymentIntent.network).in_(networks))
             .where(sent_and_unfinished)
-            .where(col(PaymentIntent.valid_before) > oldest_unix)
             .where(
                 or_(
                     col(PaymentIntent.failure_code).is_(None),

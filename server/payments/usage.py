@@ -16,6 +16,7 @@ from server.catalog.service import listing_for
 from server.kit.clock import utc_day_start
 from server.models import Agent
 from server.models.enums import RuleKind, RuleScope
+from server.payments.errors import NEVER_SENT_FAILURES
 from server.payments.repository import IntentRepository, SpendFilter
 from server.policy.engine import CatalogListing, Context, Usage
 from server.policy.model import Policy
@@ -38,7 +39,7 @@ def rule_spent(session: Session, *, rule: Rule, agent: Agent, now: datetime) -> 
     """What a limit rule has counted so far in its current window, seen from `agent`."""
     assert rule.window is not None
     spent, _ = IntentRepository(session).counted_spend(
-        rule_filter(rule, agent), since=window_start(rule.window, now), now=now
+        rule_filter(rule, agent), since=window_start(rule.window, now), never_sent=NEVER_SENT_FAILURES
     )
     return spent
 
@@ -46,7 +47,7 @@ def rule_spent(session: Session, *, rule: Rule, agent: Agent, now: datetime) -> 
 def agent_spent(session: Session, *, agent: Agent, since: datetime, now: datetime) -> tuple[int, int]:
     """(atomic amount, number of payments) counted for the agent since `since`."""
     return IntentRepository(session).counted_spend(
-        SpendFilter(agent.org_id, RuleScope.AGENT, agent.id), since=since, now=now
+        SpendFilter(agent.org_id, RuleScope.AGENT, agent.id), since=since, never_sent=NEVER_SENT_FAILURES
     )
 
 

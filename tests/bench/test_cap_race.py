@@ -31,6 +31,7 @@ from sqlmodel import col, select
 
 from server.kit.db import Database
 from server.models import PaymentIntent
+from server.payments.errors import NEVER_SENT_FAILURES
 from server.payments.repository import counted
 from tests.bench.harness import BenchSettings, BenchTable, Row, infra_script, rate, setting
 from tests.bench.profiling import profiled
@@ -134,7 +135,7 @@ def ledger_totals(db: Database, agent_id: str) -> tuple[int, Counter[str]]:
         spent = session.exec(
             select(func.coalesce(func.sum(PaymentIntent.amount_atomic), 0))
             .where(PaymentIntent.agent_id == agent_id)
-            .where(counted(int(time.time())))
+            .where(counted(NEVER_SENT_FAILURES))
         ).one()
         statuses = Counter(
             str(status)

@@ -172,7 +172,7 @@ async def test_a_500_after_paying_is_not_completed_and_never_retried(
     assert hostile_seller.signatures(path) == 1
     row = intent(db, error["intentId"])
     assert (row.status, row.failure_code, row.seller_status) == ("failed", "payment_not_completed", 500)
-    # A failed payment keeps counting until its authorisation expires.
+    # A failed payment keeps counting until the chain proves it can no longer settle.
     assert await budget_spent(client) == "0.01"
 
     retry = error_of(await fetch(client, hostile_seller.url(path), idempotencyKey=error["idempotencyKey"]))

@@ -16,6 +16,7 @@ from sqlmodel import col, func, select
 
 from server.kit.db import Database
 from server.models import PaymentIntent
+from server.payments.errors import NEVER_SENT_FAILURES
 from server.payments.repository import counted
 from tests.support.chain import TestToken
 from tests.support.fixtures_chain import FundedWallet
@@ -85,7 +86,7 @@ def counted_spend(db: Database, agent_id: str) -> int:
         total = session.exec(
             select(func.coalesce(func.sum(PaymentIntent.amount_atomic), 0))
             .where(PaymentIntent.agent_id == agent_id)
-            .where(counted(int(time.time())))
+            .where(counted(NEVER_SENT_FAILURES))
         ).one()
         return int(total)
 

@@ -109,7 +109,9 @@ def test_a_key_names_one_purchase(db: Database, settings: Settings) -> None:
     assert again.intent.id == first.intent.id
 
 
-def test_a_failed_payment_counts_until_its_valid_before(db: Database, settings: Settings) -> None:
+def test_a_failed_payment_counts_until_the_chain_proves_it_cannot_settle(
+    db: Database, settings: Settings
+) -> None:
     setup = agent(db, settings, daily_cap="0.01")
     paid = reserve_now(db, setup.agent_id, facts("failing-1"), NOW)
     assert paid.intent is not None
@@ -118,13 +120,45 @@ def test_a_failed_payment_counts_until_its_valid_before(db: Database, settings: 
             session,
             OPERATOR,
             intent_id=paid.intent.id,
+            to=IntentStatus.SUBMITTED,
+            now=NOW,
+            event="payment.submitted",
+        )
+        update_intent(
+            session,
+            OPERATOR,
+            intent_id=paid.intent.id,
             to=IntentStatus.FAILED,
             now=NOW,
             event="payment.failed",
+            failure_code="payment_rejected_by_seller",
         )
     assert reserve_now(db, setup.agent_id, facts("next-0001"), NOW).kind == "denied"
-    after = datetime.fromtimestamp(paid.intent.valid_before + 1, UTC)
-    assert reserve_now(db, setup.agent_id, facts("next-0002"), after).kind == "authorized"
+    # This server's clock past validBefore proves nothing: the seller may still settle it.
+    after = datetime.fromtimestamp(paid.intent.valid_before + 3600, UTC)
+    assert reserve_now(db, setup.agent_id, facts("next-0002"), after).kind == "denied"
+    # The chain's proof (recorded by the reconciler, tests/payments/test_chain_evidence.py) does.
+    with db.write() as session:
+        row = session.get(PaymentIntent, paid.intent.id)
+        assert row is not None
+        row.lapse_block, row.lapse_block_time = 1234, paid.intent.valid_before
+        session.add(row)
+    assert reserve_now(db, setup.agent_id, facts("next-0003"), after).kind == "authorized"
+
+
+@pytest.mark.parametrize("failure", ["signing_failed", "seller_unreachable", "never_sent"])
+def test_a_payment_whose_signature_never_left_stops_counting_at_once(
+    db: Database, settings: Settings, failure: str
+) -> None:
+    setup = agent(db, settings, daily_cap="0.01")
+    paid = reserve_now(db, setup.agent_id, facts("never-left-1"), NOW)
+    assert paid.intent is not None
+    to = IntentStatus.EXPIRED if failure == "never_sent" else IntentStatus.FAILED
+    with db.write() as session:
+        update_intent(
+            session, OPERATOR, intent_id=paid.intent.id, to=to, now=NOW, event="x", failure_code=failure
+        )
+    assert reserve_now(db, setup.agent_id, facts("next-0001"), NOW).kind == "authorized"
 
 
 def test_a_held_payment_waits_uncounted_with_its_approval(db: Database, settings: Settings) -> None:

@@ -15,10 +15,15 @@ from pathlib import Path
 
 import psycopg
 
+from server.audit.chain import chain_key
+from server.kit.crypto import MasterKey
 from server.kit.db import Database
 from server.kit.migrations import upgrade
+from tests.support.paywarden import TEST_MASTER_KEY
 from tests.support.plugin import require
 
+# Databases for tests sign audit events as a server with the tests' master key would.
+TEST_AUDIT_KEY = chain_key(MasterKey.parse(TEST_MASTER_KEY))
 DEFAULT_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/test"
 POSTGRES_MISSING = (
     "PostgreSQL not reachable at {url}: start it (pg_ctlcluster <version> main start) "
@@ -67,7 +72,7 @@ def database_url(kind: str, directory: Path) -> Iterator[str]:
 @contextmanager
 def migrated_database(kind: str, directory: Path) -> Iterator[Database]:
     with database_url(kind, directory) as url:
-        db = Database(url)
+        db = Database(url, audit_key=TEST_AUDIT_KEY)
         upgrade(db)
         try:
             yield db

@@ -51,10 +51,15 @@ def settings_for(
     return load_settings(environ=environ)
 
 
-def chain_environ(*, rpc_url: str, token_address: str, network: str = "eip155:84532") -> dict[str, str]:
+def chain_environ(
+    *, rpc_url: str, token_address: str, network: str = "eip155:84532", confirmations: int = 0
+) -> dict[str, str]:
+    """A chain for a test server. A transfer settles in the block that holds it unless the test asks
+    for more confirmations: anvil mines a block only when asked to."""
     return {
         "PAYWARDEN_RPC_URLS": json.dumps({network: rpc_url}),
         "PAYWARDEN_ASSETS": json.dumps({network: token_address}),
+        "PAYWARDEN_CONFIRMATIONS": json.dumps({network: confirmations}),
     }
 
 

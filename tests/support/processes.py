@@ -105,6 +105,8 @@ class ServeProcess:
 
 
 def server_environ(*, database_url: str, public_url: str, extra: Mapping[str, str]) -> dict[str, str]:
+    """The servers' environment. Their background jobs are off unless `extra` turns them on: a job
+    on the wall clock racing what a test writes makes the test depend on timing."""
     keep = {name: value for name, value in os.environ.items() if not name.upper().startswith("PAYWARDEN_")}
     return {
         **keep,
@@ -112,6 +114,7 @@ def server_environ(*, database_url: str, public_url: str, extra: Mapping[str, st
         "PAYWARDEN_PUBLIC_URL": public_url,
         "PAYWARDEN_MASTER_KEY": TEST_MASTER_KEY,
         "PAYWARDEN_ALLOW_PRIVATE_HOSTS": "1",
+        "PAYWARDEN_BACKGROUND_JOBS": "0",
         **extra,
     }
 

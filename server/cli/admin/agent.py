@@ -30,7 +30,7 @@ def agent_create(
     weekly limit of 5 times its daily cap."""
     with reported_errors():
         ctx = cli_context()
-        ctx.require_current_schema()
+        ctx.ready()
         principal = ctx.principal
         with ctx.db.write() as session:
             organisation = find_org(session, principal, org)

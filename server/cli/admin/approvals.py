@@ -33,6 +33,7 @@ def approvals_list(
         ctx = cli_context()
         if status is not None and status not in STATUSES:
             fail(f"--status must be one of {', '.join(STATUSES)}")
+        ctx.ready()
         now = ctx.clock.now()
         with ctx.db.read() as session:
             organisation = find_org(session, ctx.principal, org)
@@ -58,7 +59,7 @@ def approvals_decide(
         if verdict not in ("approve", "deny"):
             fail("the decision must be approve or deny")
         ctx = cli_context()
-        ctx.require_current_schema()
+        ctx.ready()
         now = ctx.clock.now()
         with ctx.db.write() as session:
             approval = holds.decide(

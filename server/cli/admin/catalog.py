@@ -69,7 +69,7 @@ def catalog_add(
     """Add a seller to the catalog, listed at once."""
     with reported_errors():
         ctx = cli_context()
-        ctx.require_current_schema()
+        ctx.ready()
         with ctx.db.write() as session:
             entry = add_entry(
                 session,

@@ -35,7 +35,7 @@ def member_create(
     """
     with reported_errors():
         ctx = cli_context()
-        ctx.require_current_schema()
+        ctx.ready()
         now = ctx.clock.now()
         cap = None if daily_cap is None else usd_setting("daily-cap", daily_cap)
         with ctx.db.write() as session:

@@ -27,7 +27,7 @@ def org_create(
     """Create an organisation."""
     with reported_errors():
         ctx = cli_context()
-        ctx.require_current_schema()
+        ctx.ready()
         now = ctx.clock.now()
         cap = None if monthly_cap is None else usd_setting("monthly-cap", monthly_cap)
         with ctx.db.write() as session:
@@ -59,7 +59,7 @@ def org_set(
     """Change an organisation's settings."""
     with reported_errors():
         ctx = cli_context()
-        ctx.require_current_schema()
+        ctx.ready()
         with ctx.db.write() as session:
             organisation = find_org(session, ctx.principal, org)
             set_approval_ttl(

@@ -58,7 +58,7 @@ def policy_set(
     )
     with reported_errors():
         ctx = cli_context()
-        ctx.require_current_schema()
+        ctx.ready()
         with ctx.db.write() as session:
             target = get_agent(session, ctx.principal, agent)
             policy = update_policy(

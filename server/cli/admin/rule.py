@@ -33,7 +33,7 @@ def rule_add(
     """Add a rule. A payment must pass every rule of its agent, team, member and organisation."""
     with reported_errors():
         ctx = cli_context()
-        ctx.require_current_schema()
+        ctx.ready()
         limit = None if limit_usd is None else usd_setting("limit-usd", limit_usd)
         with ctx.db.write() as session:
             rule = add_rule(
@@ -59,7 +59,7 @@ def rule_set(
     """Change a limit rule's limit (a new version of the rule)."""
     with reported_errors():
         ctx = cli_context()
-        ctx.require_current_schema()
+        ctx.ready()
         with ctx.db.write() as session:
             rule = change_rule(
                 session,
@@ -76,7 +76,7 @@ def rule_remove(rule_id: str = typer.Argument(..., help="Rule id."), as_json: bo
     """Remove a rule (a final version that is no longer in force)."""
     with reported_errors():
         ctx = cli_context()
-        ctx.require_current_schema()
+        ctx.ready()
         with ctx.db.write() as session:
             rule = remove_rule(session, ctx.principal, rule_id=rule_id, now=ctx.clock.now())
         emit(schemas.rule_removed(rule), as_json=as_json)
@@ -89,6 +89,7 @@ def rule_list(
     """The rules in force in an organisation."""
     with reported_errors():
         ctx = cli_context()
+        ctx.ready()
         with ctx.db.read() as session:
             organisation = find_org(session, ctx.principal, org)
             rules = rules_of_org(session, organisation.id, now=ctx.clock.now())

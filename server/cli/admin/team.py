@@ -21,7 +21,7 @@ def team_create(
     """Create a team. Put agents in it with `admin agent create --team`."""
     with reported_errors():
         ctx = cli_context()
-        ctx.require_current_schema()
+        ctx.ready()
         with ctx.db.write() as session:
             team = create_team(
                 session,

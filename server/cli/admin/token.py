@@ -30,7 +30,7 @@ def token_issue(
         if admin == (agent is not None):
             fail("give either --agent AGENT --scopes ... or --admin --org ORG")
         ctx = cli_context()
-        ctx.require_current_schema()
+        ctx.ready()
         now = ctx.clock.now()
         with ctx.db.write() as session:
             if agent is not None:
@@ -75,7 +75,7 @@ def token_revoke(
     """Revoke a token at once."""
     with reported_errors():
         ctx = cli_context()
-        ctx.require_current_schema()
+        ctx.ready()
         with ctx.db.write() as session:
             row = revoke_token(session, ctx.principal, token_id=token_id, now=ctx.clock.now())
         emit(schemas.token_revoked(row), as_json=as_json)

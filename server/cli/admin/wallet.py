@@ -27,7 +27,7 @@ def wallet_import(
     """
     with reported_errors():
         ctx = cli_context(exempt=[from_env])
-        ctx.require_current_schema()
+        ctx.ready()
         raw = os.environ.get(from_env)
         if not raw:
             fail(f"the variable {from_env} is not set")
@@ -36,7 +36,7 @@ def wallet_import(
             target = get_agent(session, ctx.principal, agent)
             wallet = import_local_key(
                 session,
-                master=ctx.settings.master,
+                master=ctx.master,
                 agent=target,
                 private_key=key,
                 actor=ctx.actor,
