@@ -22,8 +22,15 @@ class CliContext:
     clock: Clock
 
     @cached_property
+    def _opened(self) -> tuple[Database, MasterKey]:
+        database = Database(self.settings.database_url, pool_size=self.settings.database_pool_size)
+        return database, open_master_key(database, self.settings, clock=self.clock)
+
+    @property
     def db(self) -> Database:
-        return Database(self.settings.database_url, pool_size=self.settings.database_pool_size)
+        """The database, once the master key is known to be its own (MasterKeyError otherwise:
+        one line, exit 2): every command that touches it may write the audit log."""
+        return self._opened[0]
 
     @property
     def actor(self) -> str:
@@ -45,10 +52,10 @@ class CliContext:
         if not schema_is_current(self.db):
             fail("the database schema is behind: run `paywarden migrate`")
 
-    @cached_property
+    @property
     def master(self) -> MasterKey:
-        """The master key, checked against the database (MasterKeyError: one line, exit 2)."""
-        return open_master_key(self.db, self.settings, clock=self.clock)
+        """The master key, checked against the database."""
+        return self._opened[1]
 
     def ready(self) -> None:
         """What every command that uses the database does first: the schema must be current and

@@ -27,8 +27,8 @@ def migrate(as_json: bool = typer.Option(False, "--json", help="Print one JSON o
     """Apply database migrations up to the newest schema."""
     with reported_errors():
         ctx = cli_context()
+        # ctx.db checks the key before the schema moves: another key than the database's changes nothing.
         before = migrations.current_revision(ctx.db)
-        _ = ctx.master  # checked before the schema moves: another key than the database's changes nothing
         migrations.upgrade(ctx.db)
         after = migrations.current_revision(ctx.db)
         open_master_key(ctx.db, ctx.settings, clock=ctx.clock)  # records its check value
