@@ -41,6 +41,30 @@ class HoldReason(StrEnum):
     THRESHOLD = "threshold"
 
 
+class DenyReason(StrEnum):
+    """Why the policy refused a payment, in the order a payment meets them (a denial lists every
+    reason that applies, in this order)."""
+
+    HOST_NOT_ALLOWED = "host_not_allowed"
+    RESOURCE_HOST_MISMATCH = "resource_host_mismatch"
+    NETWORK_NOT_ALLOWED = "network_not_allowed"
+    ASSET_NOT_ALLOWED = "asset_not_allowed"
+    PAY_TO_DENIED = "pay_to_denied"
+    SELLER_NOT_VERIFIED = "seller_not_verified"
+    PAY_TO_NOT_VERIFIED = "pay_to_not_verified"
+    INVALID_AMOUNT = "invalid_amount"
+    AMOUNT_EXCEEDS_PER_TRANSACTION = "amount_exceeds_per_transaction"
+    DAILY_CAP_EXCEEDED = "daily_cap_exceeded"
+    MEMBER_CAP_EXCEEDED = "member_cap_exceeded"
+    RULE_DENIED = "rule_denied"
+    RULE_LIMIT_EXCEEDED = "rule_limit_exceeded"
+    VELOCITY_TX_EXCEEDED = "velocity_tx_exceeded"
+    VELOCITY_USD_EXCEEDED = "velocity_usd_exceeded"
+    CHALLENGE_HOST_NOT_ALLOWED = "challenge_host_not_allowed"
+    CHALLENGE_PATH_NOT_ALLOWED = "challenge_path_not_allowed"
+    CHALLENGE_AMOUNT_EXCEEDED = "challenge_amount_exceeded"
+
+
 class RuleScope(StrEnum):
     AGENT = "agent"
     TEAM = "team"

@@ -20,7 +20,7 @@ from decimal import Decimal
 from typing import Any, Literal
 
 from server.kit.money import usd_to_atomic
-from server.models.enums import HoldReason, RuleKind, RuleScope
+from server.models.enums import DenyReason, HoldReason, RuleKind, RuleScope
 from server.policy.hosts import host_matches_any
 from server.policy.model import Policy
 from server.policy.rules import Rule
@@ -28,26 +28,7 @@ from server.policy.rules import Rule
 Outcome = Literal["allow", "deny", "hold"]
 
 # Every denial reason, in the order a payment meets them (a denial lists them in this order).
-REASON_ORDER = (
-    "host_not_allowed",
-    "resource_host_mismatch",
-    "network_not_allowed",
-    "asset_not_allowed",
-    "pay_to_denied",
-    "seller_not_verified",
-    "pay_to_not_verified",
-    "invalid_amount",
-    "amount_exceeds_per_transaction",
-    "daily_cap_exceeded",
-    "member_cap_exceeded",
-    "rule_denied",
-    "rule_limit_exceeded",
-    "velocity_tx_exceeded",
-    "velocity_usd_exceeded",
-    "challenge_host_not_allowed",
-    "challenge_path_not_allowed",
-    "challenge_amount_exceeded",
-)
+REASON_ORDER: tuple[DenyReason, ...] = tuple(DenyReason)
 HOLD_ORDER: tuple[HoldReason, ...] = tuple(HoldReason)
 
 
@@ -105,7 +86,7 @@ class Context:
 @dataclass(frozen=True)
 class Decision:
     outcome: Outcome
-    reasons: tuple[str, ...]
+    reasons: tuple[DenyReason, ...]
     policy_version: int
     hold_reason: HoldReason | None = None  # the first of hold_reasons
     hold_reasons: tuple[HoldReason, ...] = ()  # every hold that applies, in HOLD_ORDER
@@ -152,17 +133,17 @@ def judge_location(
 ) -> Decision:
     """Whether a request may go to `host` at `path` at all: every denial that depends only on where
     it goes (allowed and denied hosts, deny rules, challenge hosts and paths), in REASON_ORDER."""
-    reasons: set[str] = set()
+    reasons: set[DenyReason] = set()
     if not host_allowed(policy, host, listed=listed):
-        reasons.add("host_not_allowed")
-    denying = [rule for rule in rules if rule.kind == "deny" and rule.matches(host, path)]
+        reasons.add(DenyReason.HOST_NOT_ALLOWED)
+    denying = [rule for rule in rules if rule.kind == RuleKind.DENY and rule.matches(host, path)]
     if denying:
-        reasons.add("rule_denied")
+        reasons.add(DenyReason.RULE_DENIED)
     challenge = policy.challenge
     if challenge.hosts and not host_matches_any(challenge.hosts, host):
-        reasons.add("challenge_host_not_allowed")
+        reasons.add(DenyReason.CHALLENGE_HOST_NOT_ALLOWED)
     if challenge.path_prefixes and not any(path.startswith(p) for p in challenge.path_prefixes):
-        reasons.add("challenge_path_not_allowed")
+        reasons.add(DenyReason.CHALLENGE_PATH_NOT_ALLOWED)
     versions = {rule.id: rule.version for rule in rules}
     if not reasons:
         return Decision("allow", (), policy.version, rule_versions=versions)
@@ -178,18 +159,20 @@ def judge_location(
 
 @dataclass(frozen=True)
 class _Findings:
-    reasons: tuple[str, ...]
+    reasons: tuple[DenyReason, ...]
     rules: tuple[Rule, ...]
 
 
 def _rule_findings(
     rules: Sequence[Rule], usage: Usage, payment: Payment, context: Context
-) -> tuple[list[str], list[Rule]]:
-    reasons: list[str] = []
+) -> tuple[list[DenyReason], list[Rule]]:
+    reasons: list[DenyReason] = []
     named: list[Rule] = []
     selected = [rule for rule in rules if rule.matches(payment.host, payment.path)]
     # A deny rule stops a payment whose way to the challenge passed through what it denies.
-    denying = [rule for rule in rules if rule.kind == "deny" and _selects(rule, payment.host, payment.paths)]
+    denying = [
+        rule for rule in rules if rule.kind == RuleKind.DENY and _selects(rule, payment.host, payment.paths)
+    ]
     amount = payment.amount_atomic
     if amount is not None and amount <= 0:
         amount = None
@@ -198,9 +181,9 @@ def _rule_findings(
     if context.has_member and (
         not member_caps or (amount is not None and any(_exceeds(rule, usage, amount) for rule in member_caps))
     ):
-        reasons.append("member_cap_exceeded")
+        reasons.append(DenyReason.MEMBER_CAP_EXCEEDED)
     if denying:
-        reasons.append("rule_denied")
+        reasons.append(DenyReason.RULE_DENIED)
         named += denying
     if amount is not None:
         limiting = [
@@ -209,7 +192,7 @@ def _rule_findings(
             if rule.kind == RuleKind.LIMIT and not rule.is_member_cap and _exceeds(rule, usage, amount)
         ]
         if limiting:
-            reasons.append("rule_limit_exceeded")
+            reasons.append(DenyReason.RULE_LIMIT_EXCEEDED)
             named += limiting
     return reasons, named
 
@@ -222,50 +205,50 @@ def _exceeds(rule: Rule, usage: Usage, amount: int) -> bool:
 def _findings(
     policy: Policy, rules: Sequence[Rule], usage: Usage, payment: Payment, context: Context
 ) -> _Findings:
-    reasons: set[str] = set()
+    reasons: set[DenyReason] = set()
     listed = context.catalog is not None
     if not host_allowed(policy, payment.host, listed=listed):
-        reasons.add("host_not_allowed")
+        reasons.add(DenyReason.HOST_NOT_ALLOWED)
     if payment.resource_host is not None and payment.resource_host != payment.host:
-        reasons.add("resource_host_mismatch")
+        reasons.add(DenyReason.RESOURCE_HOST_MISMATCH)
     if payment.network not in policy.networks:
-        reasons.add("network_not_allowed")
+        reasons.add(DenyReason.NETWORK_NOT_ALLOWED)
     if payment.asset is None or payment.asset not in policy.assets:
-        reasons.add("asset_not_allowed")
+        reasons.add(DenyReason.ASSET_NOT_ALLOWED)
     if payment.pay_to.lower() in {addr.lower() for addr in policy.pay_to_deny}:
-        reasons.add("pay_to_denied")
+        reasons.add(DenyReason.PAY_TO_DENIED)
     if policy.verified_sellers_only or via_catalog(policy, payment.host, listed=listed):
         if context.catalog is None:
-            reasons.add("seller_not_verified")
+            reasons.add(DenyReason.SELLER_NOT_VERIFIED)
         elif context.catalog.pinned_pay_to and not context.catalog.pins(payment.pay_to):
-            reasons.add("pay_to_not_verified")
+            reasons.add(DenyReason.PAY_TO_NOT_VERIFIED)
 
     challenge = policy.challenge
     if challenge.hosts and not host_matches_any(challenge.hosts, payment.host):
-        reasons.add("challenge_host_not_allowed")
+        reasons.add(DenyReason.CHALLENGE_HOST_NOT_ALLOWED)
     if challenge.path_prefixes and not all(
         any(path.startswith(p) for p in challenge.path_prefixes) for path in payment.paths
     ):
-        reasons.add("challenge_path_not_allowed")
+        reasons.add(DenyReason.CHALLENGE_PATH_NOT_ALLOWED)
 
     rule_reasons, named = _rule_findings(rules, usage, payment, context)
     reasons.update(rule_reasons)
 
     amount = payment.amount_atomic
     if amount is None or amount <= 0:
-        reasons.add("invalid_amount")
+        reasons.add(DenyReason.INVALID_AMOUNT)
     else:
         if amount > _atomic(policy.max_usd_per_tx):
-            reasons.add("amount_exceeds_per_transaction")
+            reasons.add(DenyReason.AMOUNT_EXCEEDS_PER_TRANSACTION)
         if usage.spent_today_atomic + amount > _atomic(policy.daily_cap_usd):
-            reasons.add("daily_cap_exceeded")
+            reasons.add(DenyReason.DAILY_CAP_EXCEEDED)
         velocity = policy.velocity
         if velocity.max_tx is not None and usage.window_tx_count + 1 > velocity.max_tx:
-            reasons.add("velocity_tx_exceeded")
+            reasons.add(DenyReason.VELOCITY_TX_EXCEEDED)
         if velocity.max_usd is not None and usage.window_spent_atomic + amount > _atomic(velocity.max_usd):
-            reasons.add("velocity_usd_exceeded")
+            reasons.add(DenyReason.VELOCITY_USD_EXCEEDED)
         if challenge.max_usd is not None and amount > _atomic(challenge.max_usd):
-            reasons.add("challenge_amount_exceeded")
+            reasons.add(DenyReason.CHALLENGE_AMOUNT_EXCEEDED)
     return _Findings(tuple(code for code in REASON_ORDER if code in reasons), tuple(named))
 
 
