@@ -163,6 +163,13 @@ def canonical_host(host: str) -> str:
     name = ".".join(_label(label) for label in mapped.split("."))
     if len(name) > MAX_HOST_LENGTH:
         raise InvalidHostName("host name too long")
+    if "xn--" in name:
+        # The HTTP client decodes a name with an A-label under IDNA 2008 as a whole, so every
+        # label must pass that check (an ASCII `ab--c` beside one does not): judged is dialled.
+        try:
+            idna.decode(name)
+        except (idna.IDNAError, UnicodeError) as exc:
+            raise InvalidHostName(f"{host!r} is not a valid internationalised name") from exc
     return name
 
 

@@ -179,6 +179,7 @@ async def _fetch(client: SellerClient, url: str, judge: object) -> SellerRespons
 @example(data=None, host="h.example", path="/free/../premium", query=None, deny="/premium")
 @example(data=None, host="h.example", path="/%70remium", query=None, deny="/premium")
 @example(data=None, host="faß.example", path="/x", query=None, deny="/premium")
+@example(data=None, host="faß.00--0.example", path="/", query=None, deny="/premium")
 def test_what_the_policy_judges_is_what_the_seller_receives(
     wire: Wire, data: st.DataObject | None, host: str, path: str, query: str | None, deny: str
 ) -> None:

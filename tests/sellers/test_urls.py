@@ -95,6 +95,8 @@ REFUSED: list[tuple[str, str, str | None]] = [
     ("https://ex%61mple.com/", "invalid_url", "host"),
     ("https://a_b.example/", "invalid_url", "host"),
     ("https://xn--zz.example/", "invalid_url", "host"),
+    ("https://faß.ab--c.example/", "invalid_url", "host"),  # IDNA 2008 refuses ab--c beside an A-label
+    ("https://xn--fa-hia.ab--c.example/", "invalid_url", "host"),
     ("https://a..b/", "invalid_url", "host"),
     ("https://1.2.3.256/", "invalid_url", "host"),
     ("https://seller.123/", "invalid_url", "host"),
