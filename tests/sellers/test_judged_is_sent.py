@@ -25,7 +25,7 @@ from server.kit.errors import InvalidInput
 from server.models.enums import RuleKind, RuleScope
 from server.payments.inputs import validate_fetch_paid
 from server.policy.engine import judge_location
-from server.policy.hosts import normalize_pattern
+from server.policy.hosts import HostPatternError, normalize_pattern
 from server.policy.model import Policy
 from server.policy.rules import Rule, clean_path_prefix
 from server.sellers.addresses import parse_ip_literal
@@ -189,8 +189,13 @@ def test_what_the_policy_judges_is_what_the_seller_receives(
         redirects = ["/go/../premium"]
     wire.reset(redirects)
 
-    person_typed = normalize_pattern(other_spelling(host))  # the allow-list entry, as a person typed it
-    policy = Policy(version=1, networks=("eip155:84532",), allow_hosts=(person_typed,))
+    try:
+        person_typed = normalize_pattern(other_spelling(host))  # the allow-list entry, as a person typed it
+    except HostPatternError:
+        person_typed = None  # a name no allow-list can hold: the fetch must refuse it too
+    policy = Policy(
+        version=1, networks=("eip155:84532",), allow_hosts=() if person_typed is None else (person_typed,)
+    )
     prefix = clean_path_prefix(deny)
     assert prefix is not None
     rules = (Rule(id="deny", version=1, scope=RuleScope.ORG, kind=RuleKind.DENY, path_prefix=prefix),)
@@ -233,6 +238,7 @@ def test_what_the_policy_judges_is_what_the_seller_receives(
         assert isinstance(validated, InvalidInput)
         assert validated.as_dict() == refused.as_dict()
         return
+    assert person_typed is not None, "a host the allow-list refuses was sent"
     assert validated == parse_target(https_url)
     assert parse_target(url).host == person_typed
 
