@@ -14,10 +14,12 @@ The person's decision is `decide` (tests/support/elicitation.py): another proces
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 from mcp import Client
 from mcp_types import CallToolResult, ElicitRequest, ElicitRequestURLParams, ElicitResult, InputRequiredResult
@@ -343,3 +345,84 @@ async def test_modern_retry_with_other_arguments_or_a_bad_state_is_refused(
             clock.advance(15 * 60 + 10 * 60 + 1)  # past the approval's TTL and the retry window
             expired = await retry(arguments, state)
             assert expired["reason"] == "invalid_approval_state"
+
+
+async def test_a_client_that_goes_away_stops_the_wait(
+    db: Database, anvil: Any, seller: Seller, test_usdc: TestToken, funded_wallet: FundedWallet
+) -> None:
+    """The call is abandoned while it waits; an approval made afterwards pays nothing by itself."""
+    with _server(db, anvil, test_usdc, wait_ms=20_000) as server:
+        setup, member = _agent(db, server, funded_wallet)
+        before = test_usdc.balance_of(seller.pay_to)
+        elicitations = UrlElicitations("accept")
+        async with (
+            eliciting_client(server.mcp_url, setup.token, mode=LEGACY, elicitations=elicitations) as client,
+            anyio.create_task_group() as group,
+        ):
+            group.start_soon(client.call_tool, "fetch_paid", {"url": seller.url("/premium")})
+            with anyio.fail_after(20):
+                await elicitations.asked.wait()
+            group.cancel_scope.cancel()
+        approval_id = elicitations.only().url.rsplit("/", 1)[1]
+        await decide(db.url, approval_id, member=member, approve=True)
+        await anyio.sleep(3)  # more than one poll of a wait that would still be running
+        assert test_usdc.balance_of(seller.pay_to) == before
+        async with eliciting_client(server.mcp_url, setup.token, mode=MODERN, elicitations=None) as client:
+            status = structured(await client.call_tool("get_approval_status", {"approvalId": approval_id}))
+        assert (status["status"], status.get("intentId")) == ("approved", None)
+
+
+async def test_a_dropped_connection_stops_the_wait(
+    db: Database, anvil: Any, seller: Seller, test_usdc: TestToken, funded_wallet: FundedWallet
+) -> None:
+    """Raw HTTP at 2025-11-25: the client answers the elicitation, then drops the call's
+    connection without a word. The wait ends; an approval made afterwards pays nothing by itself."""
+    with _server(db, anvil, test_usdc, wait_ms=20_000) as server:
+        setup, member = _agent(db, server, funded_wallet)
+        before = test_usdc.balance_of(seller.pay_to)
+        headers = {
+            "Authorization": f"Bearer {setup.token}",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2025-11-25",
+        }
+        opening = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {"elicitation": {"url": {}}},
+                "clientInfo": {"name": "raw", "version": "1"},
+            },
+        }
+        async with httpx.AsyncClient(timeout=30) as http:
+            opened = await http.post(server.mcp_url, headers=headers, json=opening)
+            assert opened.status_code == 200
+            headers["Mcp-Session-Id"] = opened.headers["mcp-session-id"]
+            initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            assert (await http.post(server.mcp_url, headers=headers, json=initialized)).status_code == 202
+            call = {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "fetch_paid", "arguments": {"url": seller.url("/premium")}},
+            }
+            asked: dict[str, Any] = {}
+            with anyio.fail_after(20):
+                async with http.stream("POST", server.mcp_url, headers=headers, json=call) as stream:
+                    async for line in stream.aiter_lines():
+                        if line.startswith("data:") and "elicitation/create" in line:
+                            asked = json.loads(line[5:])
+                            break
+                    answer = {"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept"}}
+                    async with httpx.AsyncClient(timeout=30) as other:
+                        response = await other.post(server.mcp_url, headers=headers, json=answer)
+                        assert response.status_code == 202
+            # Leaving the block closed the call's connection mid-stream.
+        approval_id = asked["params"]["url"].rsplit("/", 1)[1]
+        await decide(db.url, approval_id, member=member, approve=True)
+        await anyio.sleep(3)  # more than one poll of a wait that would still be running
+        assert test_usdc.balance_of(seller.pay_to) == before
+        async with eliciting_client(server.mcp_url, setup.token, mode=MODERN, elicitations=None) as client:
+            status = structured(await client.call_tool("get_approval_status", {"approvalId": approval_id}))
+        assert (status["status"], status.get("intentId")) == ("approved", None)
