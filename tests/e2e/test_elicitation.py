@@ -28,7 +28,7 @@ from server.kit.db import Database
 from server.mcp.held_payments import PROMPT_MESSAGE
 from tests.support.chain import TestToken
 from tests.support.clocks import ShiftedClock
-from tests.support.elicitation import LEGACY, MODERN, UrlElicitations, decide, eliciting_client
+from tests.support.elicitation import LEGACY, MODERN, RawSession, UrlElicitations, decide, eliciting_client
 from tests.support.fixtures_chain import FundedWallet
 from tests.support.paywarden import RunningServer, chain_environ, error_of, serve, structured
 from tests.support.seller import Seller
@@ -216,6 +216,26 @@ async def test_a_client_without_elicitation_gets_the_link_polls_and_retries(
             retry = {"url": seller.url("/premium"), "idempotencyKey": held["idempotencyKey"]}
             paid = structured(await client.call_tool("fetch_paid", retry))
         assert (paid["status"], paid["receipt"]["state"]) == ("paid", "settled")
+
+
+@pytest.mark.parametrize("elicitation", [{"form": {}}, {}], ids=["form mode", "empty (form)"])
+async def test_a_client_declaring_only_form_elicitation_gets_the_link(
+    elicitation: dict[str, Any],
+    db: Database,
+    anvil: Any,
+    seller: Seller,
+    test_usdc: TestToken,
+    funded_wallet: FundedWallet,
+) -> None:
+    with _server(db, anvil, test_usdc, wait_ms=20_000) as server:
+        setup, _member = _agent(db, server, funded_wallet)
+        async with httpx.AsyncClient(timeout=30) as http:
+            session = RawSession(http, server.mcp_url, setup.token)
+            await session.initialize({"elicitation": elicitation})
+            result = await session.call_tool("fetch_paid", {"url": seller.url("/premium")})
+        held = result["structuredContent"]
+        assert (held["status"], held["approvalPrompt"]) == ("pending_approval", "not_supported")
+        assert held["approvalUrl"].endswith(f"/approvals/{held['approvalId']}")
 
 
 # -- protocol 2026-07-28: input_required and a sealed requestState ----------------------------

@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from typing import Any, Literal
 
 import anyio
+import httpx
 import httpx2
 from mcp import Client
 from mcp.client.session import ClientRequestContext
@@ -76,3 +77,54 @@ async def decide(database_url: str, approval_id: str, *, member: str, approve: b
     decided = json.loads(result.stdout)
     assert isinstance(decided, dict)
     return decided
+
+
+class RawSession:
+    """JSON-RPC over HTTP by hand at 2025-11-25, to declare exactly the capabilities a test wants."""
+
+    def __init__(self, http: httpx.AsyncClient, url: str, token: str) -> None:
+        self.http, self.url = http, url
+        self.headers = {
+            "Authorization": f"Bearer {token}",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2025-11-25",
+        }
+        self._ids = 0
+
+    async def initialize(self, capabilities: dict[str, Any]) -> str:
+        opened = await self.post(
+            "initialize",
+            {
+                "protocolVersion": "2025-11-25",
+                "capabilities": capabilities,
+                "clientInfo": {"name": "raw", "version": "1"},
+            },
+        )
+        assert opened.status_code == 200, opened.text
+        self.headers["Mcp-Session-Id"] = opened.headers["mcp-session-id"]
+        notified = await self.http.post(
+            self.url, headers=self.headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"}
+        )
+        assert notified.status_code == 202
+        return self.headers["Mcp-Session-Id"]
+
+    async def post(self, method: str, params: dict[str, Any]) -> httpx.Response:
+        self._ids += 1
+        message = {"jsonrpc": "2.0", "id": self._ids, "method": method, "params": params}
+        return await self.http.post(self.url, headers=self.headers, json=message)
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The tool's result (the last JSON-RPC answer in the response, SSE or JSON)."""
+        response = await self.post("tools/call", {"name": name, "arguments": arguments})
+        assert response.status_code == 200, response.text
+        if response.headers.get("content-type", "").startswith("application/json"):
+            answer = response.json()
+        else:
+            data = [line[5:] for line in response.text.splitlines() if line.startswith("data:")]
+            answer = json.loads(
+                next(item for item in reversed(data) if '"result"' in item or '"error"' in item)
+            )
+        assert "result" in answer, answer
+        result = answer["result"]
+        assert isinstance(result, dict)
+        return result
