@@ -29,7 +29,7 @@ from typing import Any
 
 import anyio
 from mcp.server.mcpserver import Context
-from mcp.shared.exceptions import NoBackChannelError
+from mcp.shared.exceptions import MCPError
 from mcp_types import ElicitRequest, ElicitRequestURLParams, ElicitResult, InputRequiredResult
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
@@ -101,13 +101,18 @@ class HeldPayments:
             return HeldOutcome(outcome, ApprovalPrompt.NOT_SUPPORTED)
         if modern:
             return self._input_required(principal, outcome, arguments)
+        # One limit for the whole call: the client's answer to the elicitation, then the wait.
+        deadline = anyio.current_time() + self._wait_s
         elicitation_id = secrets.token_urlsafe(16)
+        prompt = ApprovalPrompt.CANCELLED  # no answer in time counts as dismissed
         try:
-            answer = await ctx.elicit_url(PROMPT_MESSAGE, outcome.approval_url, elicitation_id)
-        except NoBackChannelError:
+            with anyio.move_on_after(max(self._wait_s, 1.0)):
+                answer = await ctx.elicit_url(PROMPT_MESSAGE, outcome.approval_url, elicitation_id)
+                prompt = _ANSWERS.get(answer.action, ApprovalPrompt.CANCELLED)
+        except MCPError:  # no back channel, or the client answered with an error: it could not ask
             return HeldOutcome(outcome, ApprovalPrompt.NOT_SUPPORTED)
-        prompt = _ANSWERS.get(answer.action, ApprovalPrompt.CANCELLED)
-        result = await self._wait_then_retry(ctx, principal, request, outcome, prompt)
+        left = deadline - anyio.current_time()
+        result = await self._wait_then_retry(ctx, principal, request, outcome, prompt, timeout_s=left)
         if not isinstance(result, HeldOutcome):
             await _notify_complete(ctx, elicitation_id)
         return result
@@ -127,7 +132,7 @@ class HeldPayments:
         if not isinstance(outcome, PendingOutcome):
             return outcome
         prompt = _answer_of(ctx)
-        return await self._wait_then_retry(ctx, principal, request, outcome, prompt)
+        return await self._wait_then_retry(ctx, principal, request, outcome, prompt, timeout_s=self._wait_s)
 
     def _input_required(
         self, principal: Principal, outcome: PendingOutcome, arguments: dict[str, Any]
@@ -151,10 +156,12 @@ class HeldPayments:
         request: FetchPaidInput,
         held: PendingOutcome,
         prompt: ApprovalPrompt,
+        *,
+        timeout_s: float,
     ) -> Outcome:
         """Wait for the person only if they agreed to open the page; once the approval is decided,
         the retry with the held payment's key pays it or says why not."""
-        if prompt != ApprovalPrompt.ACCEPTED or self._wait_s <= 0:
+        if prompt != ApprovalPrompt.ACCEPTED or timeout_s <= 0:
             return HeldOutcome(held, prompt)
         status = ApprovalStatus.PENDING
         disconnected = _disconnected(ctx)
@@ -171,7 +178,7 @@ class HeldPayments:
                 principal,
                 held.approval.id,
                 clock=self._services.clock,
-                timeout_s=self._wait_s,
+                timeout_s=timeout_s,
             )
             group.cancel_scope.cancel()
         if status == ApprovalStatus.PENDING:
