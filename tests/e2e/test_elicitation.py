@@ -140,6 +140,33 @@ async def test_an_elicited_denial_ends_the_call_in_approval_denied(
         assert test_usdc.balance_of(seller.pay_to) == before
 
 
+async def test_an_approval_that_expires_while_the_call_waits_ends_it_in_approval_expired(
+    db: Database, anvil: Any, seller: Seller, test_usdc: TestToken, funded_wallet: FundedWallet
+) -> None:
+    clock = ShiftedClock()
+    with _server(db, anvil, test_usdc, wait_ms=20_000, clock=clock) as server:
+        setup, _member = _agent(db, server, funded_wallet)
+        before = test_usdc.balance_of(seller.pay_to)
+        elicitations = UrlElicitations("accept")
+        async with eliciting_client(
+            server.mcp_url, setup.token, mode=LEGACY, elicitations=elicitations
+        ) as client:
+            result: list[CallToolResult] = []
+
+            async def call() -> None:
+                result.append(await client.call_tool("fetch_paid", {"url": seller.url("/premium")}))
+
+            started = time.monotonic()
+            async with anyio.create_task_group() as group:
+                group.start_soon(call)
+                with anyio.fail_after(20):
+                    await elicitations.asked.wait()
+                clock.advance(15 * 60 + 1)  # the organisation's TTL runs out while the call waits
+        assert error_of(result[0])["code"] == "approval_expired"
+        assert time.monotonic() - started < 10
+        assert test_usdc.balance_of(seller.pay_to) == before
+
+
 async def test_no_decision_in_time_returns_pending_approval(
     db: Database, anvil: Any, seller: Seller, test_usdc: TestToken, funded_wallet: FundedWallet
 ) -> None:
