@@ -1,8 +1,11 @@
 """The Starlette application: /mcp behind bearer authentication, discovery, the authorization
 server and members' pages, and health endpoints.
 
-The MCP endpoint runs in stateless streamable-HTTP mode: every request carries everything it
-needs, so any process behind a load balancer can answer any request.
+The MCP endpoint serves a stateful session to a client that opens one with `initialize` (protocol
+2025-11-25 and older: what lets a tool ask the person through URL elicitation mid-call) and answers
+every other request statelessly (server/mcp/transport.py). Requests that need no session can go
+to any process; a session's requests must reach the process that holds it (affinity on
+`Mcp-Session-Id`).
 """
 
 from __future__ import annotations
@@ -13,7 +16,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
-from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.routing import Route
@@ -24,6 +26,7 @@ from server.kit.logs import configure_logging
 from server.kit.migrations import current_revision, head_revision
 from server.mcp.auth import BearerAuthMiddleware
 from server.mcp.server import build_mcp_server
+from server.mcp.transport import McpTransport
 from server.services import Services, build_services, open_master_key
 from server.settings import Settings, load_settings
 from server.web import health
@@ -49,10 +52,12 @@ def create_app(
     settings: Settings, *, clock: Clock | None = None, services: Services | None = None
 ) -> Starlette:
     services = services or build_services(settings, clock=clock)
-    mcp = build_mcp_server(services)
-    mcp.streamable_http_app(stateless_http=True, transport_security=transport_security(settings))
+    security = transport_security(settings)
+    stateful, stateless = build_mcp_server(services), build_mcp_server(services)
+    stateful.streamable_http_app(stateless_http=False, transport_security=security)
+    stateless.streamable_http_app(stateless_http=True, transport_security=security)
     mcp_endpoint = BearerAuthMiddleware(
-        StreamableHTTPASGIApp(mcp.session_manager),
+        McpTransport(stateful=stateful, stateless=stateless),
         verifier=services.verifier,
         audience=settings.mcp_url,
         resource_metadata_url=settings.resource_metadata_url,
@@ -67,7 +72,11 @@ def create_app(
         await services.db.run(open_master_key, services.db, settings, clock=services.clock)
         runner = JobRunner(db=services.db, clock=services.clock, jobs=services.jobs)
         try:
-            async with mcp.session_manager.run(), anyio.create_task_group() as background:
+            async with (
+                stateful.session_manager.run(),
+                stateless.session_manager.run(),
+                anyio.create_task_group() as background,
+            ):
                 if settings.background_jobs:
                     background.start_soon(runner.run_forever)
                 try:

@@ -70,6 +70,8 @@ class InputReason(StrEnum):
     INVALID_QUERY = "invalid_query"
     INVALID_SUMMARY = "invalid_summary"
     INVALID_WALLET = "invalid_wallet"
+    INVALID_APPROVAL_STATE = "invalid_approval_state"
+    APPROVAL_STATE_MISMATCH = "approval_state_mismatch"
 
     @property
     def sentence(self) -> str:
@@ -124,6 +126,14 @@ _SENTENCES: dict[InputReason, str] = {
     InputReason.INVALID_QUERY: "query must be a string of 1 to 200 characters.",
     InputReason.INVALID_SUMMARY: "A summary is at most 500 characters of plain text on one line.",
     InputReason.INVALID_WALLET: "The wallet must be an address: 0x and 40 hex digits.",
+    InputReason.INVALID_APPROVAL_STATE: (
+        "The requestState is not one this server issued to this agent for this tool, or it expired. "
+        "Call fetch_paid again without it."
+    ),
+    InputReason.APPROVAL_STATE_MISMATCH: (
+        "The retry's arguments differ from the call that asked for approval. Retry with exactly the same "
+        "arguments, or call fetch_paid without requestState to start a new purchase."
+    ),
 }
 
 

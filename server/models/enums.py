@@ -31,6 +31,17 @@ class ApprovalStatus(StrEnum):
     SUPERSEDED = "superseded"  # a retry met a hold it did not cover: a newer approval replaces it
 
 
+class ApprovalPrompt(StrEnum):
+    """What became of offering a held payment's approval page to the person through the MCP client:
+    the client's answer to a URL elicitation, or that it could not be asked. Never a decision:
+    `accepted` only means the person agreed to open the page."""
+
+    NOT_SUPPORTED = "not_supported"  # the client cannot show a URL elicitation
+    ACCEPTED = "accepted"
+    DECLINED = "declined"
+    CANCELLED = "cancelled"
+
+
 class HoldReason(StrEnum):
     """Why a payment that passed every rule waits for a person; the first that applies, in order."""
 

@@ -52,7 +52,9 @@ SCENARIO_TIMEOUT_S = 60.0
 # server-sse-multiple-streams opens its streams inside a session: without an Mcp-Session-Id it
 # writes this warning and stops (exit 0). When /mcp hands out sessions the scenario runs for real,
 # and `problems()` then asks for the entry to be removed, so the check cannot stay vacuous.
-VACUOUS_WITHOUT_SESSIONS = {"server-sse-multiple-streams": "server-sse-multiple-streams-session"}
+# Scenarios that can only warn against this server, by name, with the warning they end on: none
+# since /mcp serves sessions (`server-sse-multiple-streams` used to need one).
+VACUOUS_WITHOUT_SESSIONS: dict[str, str] = {}
 
 
 def node22() -> Path | None:

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from server.mcp.schemas.common import timestamp, usd
 from server.models import PaymentIntent
-from server.models.enums import HoldReason, IntentStatus
+from server.models.enums import ApprovalPrompt, HoldReason, IntentStatus
 from server.payments.results import MEDIA_TYPE_PATTERN, Body, FreeOutcome, PaidOutcome, PendingOutcome
 
 
@@ -45,6 +45,8 @@ class FetchPaidResult(BaseModel):
     bodyError: str | None = None
     approvalId: str | None = None
     approvalUrl: str | None = None
+    approvalPrompt: ApprovalPrompt | None = None
+    next: str | None = None
     reason: HoldReason | None = None
     thresholdUsd: str | None = None
     expiresAt: str | None = None
@@ -96,12 +98,23 @@ def paid(outcome: PaidOutcome) -> dict[str, Any]:
     return _dump(result)
 
 
-def pending(outcome: PendingOutcome) -> dict[str, Any]:
+# Fixed words for the person, whatever the client did with the elicitation: many clients cannot
+# show one, so the link is always there to give them.
+PENDING_NEXT = (
+    "A person must approve this payment before it is made. Show the user approvalUrl as a plain link "
+    "to open and approve with their passkey; then poll get_approval_status and, once approved, call "
+    "fetch_paid again with the same arguments and this idempotencyKey."
+)
+
+
+def pending(outcome: PendingOutcome, prompt: ApprovalPrompt = ApprovalPrompt.NOT_SUPPORTED) -> dict[str, Any]:
     approval = outcome.approval
     result = FetchPaidResult(
         status="pending_approval",
         approvalId=approval.id,
         approvalUrl=outcome.approval_url,
+        approvalPrompt=prompt,
+        next=PENDING_NEXT,
         amountUsd=usd(approval.amount_atomic),
         reason=approval.reason,
         thresholdUsd=None if approval.threshold_atomic is None else usd(approval.threshold_atomic),

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import CallToolResult, ToolAnnotations
+from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 
 from auth.scopes import Scope
 from server.mcp.arguments import (
@@ -25,18 +25,21 @@ from server.mcp.arguments import (
 from server.mcp.content import fence, ok_result
 from server.mcp.context import bearer_for, principal_for
 from server.mcp.errors import to_tool_error
+from server.mcp.held_payments import HeldOutcome, HeldPayments
 from server.mcp.schemas import payments as schema
 from server.mcp.schemas.payments import FetchPaidResult
 from server.payments.inputs import validate_fetch_paid
-from server.payments.results import Body, FreeOutcome, PendingOutcome
+from server.payments.results import Body, FreeOutcome
 from server.services import Services
 
 DESCRIPTION = (
     "Request a URL on one of this agent's allowed hosts. If it answers HTTP 402 with an x402 "
     "challenge, pay it in USDC under the agent's spending policy and return the paid response. "
     "Returns status ok (no payment needed), paid, or pending_approval (a human must approve first: "
-    "show the user approvalUrl, poll get_approval_status, then call again with the same url, method, "
-    "headers, body and idempotencyKey); anything else is an error with a stable code. The response "
+    "always show the user approvalUrl as a plain link to open, poll get_approval_status, then call "
+    "again with the same url, method, headers, body and idempotencyKey); anything else is an error "
+    "with a stable code. If the client supports URL elicitation, the user is also offered the approval "
+    "page directly and the same call can wait for the decision and pay. The response "
     "body is untrusted third-party content returned in a separate, fenced block. Pass "
     "idempotencyKey only to retry a purchase after pending_approval or payment_outcome_unknown: "
     "the same key never pays twice."
@@ -44,6 +47,8 @@ DESCRIPTION = (
 
 
 def register(mcp: MCPServer, services: Services) -> None:
+    held = HeldPayments(services)
+
     @mcp.tool(
         name="fetch_paid",
         title="Fetch a URL, paying for it if it asks",
@@ -61,32 +66,35 @@ def register(mcp: MCPServer, services: Services) -> None:
         idempotencyKey: IdempotencyKey = None,
         maxAmountUsd: MaxAmountUsd = None,
         origin: Origin = None,
-    ) -> Annotated[CallToolResult, FetchPaidResult]:
+    ) -> Annotated[CallToolResult, FetchPaidResult] | InputRequiredResult:
         host: str | None = None
         try:
             principal = principal_for(ctx, Scope.PAYMENTS_WRITE)
+            arguments = {
+                "url": url,
+                "method": method,
+                "headers": headers,
+                "body": text_or_none(body),
+                "idempotencyKey": idempotencyKey,
+                "maxAmountUsd": maxAmountUsd,
+                "origin": origin,
+            }
             request = validate_fetch_paid(
-                {
-                    "url": url,
-                    "method": method,
-                    "headers": headers,
-                    "body": text_or_none(body),
-                    "idempotencyKey": idempotencyKey,
-                    "maxAmountUsd": maxAmountUsd,
-                    "origin": origin,
-                },
+                arguments,
                 bearer=bearer_for(ctx),
                 public_host=services.settings.public_host,
                 allow_private_hosts=services.settings.allow_private_hosts,
             )
             host = request.host
-            outcome = await services.purchases.fetch_paid(principal, request)
+            outcome = await held.fetch_paid(ctx, principal, request, arguments)
         except Exception as exc:
             return to_tool_error(exc, tool="fetch_paid", host=host)
+        if isinstance(outcome, InputRequiredResult):
+            return outcome
         if isinstance(outcome, FreeOutcome):
             return ok_result(schema.free(outcome), fenced=[_body_block(outcome.body, outcome.host)])
-        if isinstance(outcome, PendingOutcome):
-            return ok_result(schema.pending(outcome))
+        if isinstance(outcome, HeldOutcome):
+            return ok_result(schema.pending(outcome.pending, outcome.prompt))
         fenced = [_body_block(outcome.body, outcome.intent.host)] if outcome.body else []
         return ok_result(schema.paid(outcome), fenced=fenced)
 

@@ -1,0 +1,48 @@
+"""Wait, for a bounded time, for a person to decide a pending approval.
+
+The decision can be made by any process (the approval page behind another server process, the
+command line), so the only place to learn it is the database: it is read every `interval`
+seconds until the approval leaves `pending` or the time is up. Waiting sleeps with anyio, so the
+event loop stays free, and it ends as soon as the caller is cancelled (a client that went away).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import anyio
+
+from auth.principal import Principal
+from server.approvals import service
+from server.kit.clock import Clock
+from server.kit.db import Database
+from server.models.enums import ApprovalStatus
+
+POLL_INTERVAL_S = 2.0
+
+
+async def wait_for_decision(
+    db: Database,
+    principal: Principal,
+    approval_id: str,
+    *,
+    clock: Clock,
+    timeout_s: float,
+    interval_s: float = POLL_INTERVAL_S,
+    monotonic: Callable[[], float] = anyio.current_time,
+) -> ApprovalStatus:
+    """The approval's status once it is no longer pending, or `pending` when `timeout_s` ran out.
+
+    Its expiry counts as a decision (`expired`), as computed on every read."""
+
+    def status() -> ApprovalStatus:
+        with db.read() as session:
+            return service.effective_status(service.get(session, principal, approval_id), clock.now())
+
+    deadline = monotonic() + max(timeout_s, 0.0)
+    while True:
+        current = await db.run(status)
+        left = deadline - monotonic()
+        if current != ApprovalStatus.PENDING or left <= 0:
+            return current
+        await anyio.sleep(min(interval_s, left))

@@ -1,0 +1,211 @@
+"""fetch_paid when a payment is held for a person: offer the approval page through the MCP client,
+and let the same call pay once the person approved in time.
+
+How the page is offered depends on what the client can do:
+
+- protocol 2025-11-25 (or older) on a stateful session, the client having declared URL-mode
+  elicitation: one `elicitation/create` request (`mode: "url"`, the approval URL, a fixed message
+  that never carries a seller's words) per call; if the person agrees to open it, the call waits
+  up to PAYWARDEN_APPROVAL_WAIT_MS, reading the approval from the database every 2 s (a decision
+  made through any process wakes it), then pays, or ends in `approval_denied` /
+  `approval_expired`, or, still undecided, returns `pending_approval`;
+- protocol 2026-07-28 (no sessions, no server-to-client requests), URL elicitation declared: an
+  `input_required` result carrying the URL elicitation and a sealed `requestState`
+  (server/mcp/approval_state.py); the client's retry with the same arguments and the state
+  continues the same purchase, waiting the same way if the person agreed to open the page;
+- any other client: the plain `pending_approval` result with `approvalUrl`, to poll
+  `get_approval_status` and retry with the idempotency key.
+
+`approvalPrompt` in the pending result says which happened: `not_supported`, `accepted`,
+`declined` or `cancelled`. None of these is a decision: only a member on the approval page (or the
+break-glass command line) decides.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, replace
+from typing import Any
+
+import anyio
+from mcp.server.mcpserver import Context
+from mcp.shared.exceptions import MCPError
+from mcp_types import ElicitRequest, ElicitRequestURLParams, ElicitResult, InputRequiredResult
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+from auth.principal import Principal
+from server.approvals.service import RETRY_WINDOW
+from server.approvals.waiting import wait_for_decision
+from server.mcp.approval_state import ApprovalState, ApprovalStateSealer, state_expiry
+from server.mcp.transport import DISCONNECTED_KEY
+from server.models.enums import ApprovalPrompt, ApprovalStatus
+from server.payments.inputs import FetchPaidInput
+from server.payments.results import FreeOutcome, PaidOutcome, PendingOutcome
+from server.services import Services
+
+TOOL = "fetch_paid"
+INPUT_KEY = "approval"
+# Fixed words of ours: the page shows what will be paid, so nothing a seller wrote goes here.
+PROMPT_MESSAGE = (
+    "A payment by your agent needs your approval. Open the Paywarden approval page to see exactly "
+    "what would be paid, and approve or deny it there with your passkey."
+)
+_ANSWERS = {
+    "accept": ApprovalPrompt.ACCEPTED,
+    "decline": ApprovalPrompt.DECLINED,
+    "cancel": ApprovalPrompt.CANCELLED,
+}
+
+
+@dataclass(frozen=True)
+class HeldOutcome:
+    """Still waiting for a person when the call ends."""
+
+    pending: PendingOutcome
+    prompt: ApprovalPrompt
+
+
+Outcome = FreeOutcome | PaidOutcome | HeldOutcome | InputRequiredResult
+
+
+def is_modern(ctx: Context[Any, Any]) -> bool:
+    """A request at a protocol without sessions (2026-07-28 and later)."""
+    version = ctx.protocol_version
+    return version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS
+
+
+def declares_url_elicitation(ctx: Context[Any, Any]) -> bool:
+    capabilities = ctx.client_capabilities
+    elicitation = capabilities.elicitation if capabilities is not None else None
+    return elicitation is not None and elicitation.url is not None
+
+
+class HeldPayments:
+    def __init__(self, services: Services) -> None:
+        self._services = services
+        self._sealer = ApprovalStateSealer(services.settings.master.derive("paywarden mcp approval state"))
+        self._wait_s = services.settings.approval_wait_ms / 1000
+
+    async def fetch_paid(
+        self, ctx: Context[Any, Any], principal: Principal, request: FetchPaidInput, arguments: dict[str, Any]
+    ) -> Outcome:
+        """The purchase, with the approval page offered and waited for when it is held.
+        `arguments` are the call's arguments as the client sent them (what a state is bound to)."""
+        modern = is_modern(ctx)
+        if modern and ctx.request_state is not None:
+            return await self._continue(ctx, principal, request, arguments)
+        outcome = await self._services.purchases.fetch_paid(principal, request)
+        if not isinstance(outcome, PendingOutcome):
+            return outcome
+        if not declares_url_elicitation(ctx):
+            return HeldOutcome(outcome, ApprovalPrompt.NOT_SUPPORTED)
+        if modern:
+            return self._input_required(principal, outcome, arguments)
+        # One limit for the whole call: the client's answer to the elicitation, then the wait.
+        deadline = anyio.current_time() + self._wait_s
+        elicitation_id = secrets.token_urlsafe(16)
+        prompt = ApprovalPrompt.CANCELLED  # no answer in time counts as dismissed
+        try:
+            with anyio.move_on_after(max(self._wait_s, 1.0)):
+                answer = await ctx.elicit_url(PROMPT_MESSAGE, outcome.approval_url, elicitation_id)
+                prompt = _ANSWERS.get(answer.action, ApprovalPrompt.CANCELLED)
+        except MCPError:  # no back channel, or the client answered with an error: it could not ask
+            return HeldOutcome(outcome, ApprovalPrompt.NOT_SUPPORTED)
+        left = deadline - anyio.current_time()
+        result = await self._wait_then_retry(ctx, principal, request, outcome, prompt, timeout_s=left)
+        if not isinstance(result, HeldOutcome):
+            await _notify_complete(ctx, elicitation_id)
+        return result
+
+    async def _continue(
+        self, ctx: Context[Any, Any], principal: Principal, request: FetchPaidInput, arguments: dict[str, Any]
+    ) -> Outcome:
+        state = self._sealer.open(
+            ctx.request_state,
+            principal=principal,
+            tool=TOOL,
+            arguments=arguments,
+            now=self._services.clock.now(),
+        )
+        request = replace(request, idempotency_key=state.idempotency_key)
+        outcome = await self._services.purchases.fetch_paid(principal, request)
+        if not isinstance(outcome, PendingOutcome):
+            return outcome
+        prompt = _answer_of(ctx)
+        return await self._wait_then_retry(ctx, principal, request, outcome, prompt, timeout_s=self._wait_s)
+
+    def _input_required(
+        self, principal: Principal, outcome: PendingOutcome, arguments: dict[str, Any]
+    ) -> InputRequiredResult:
+        approval = outcome.approval
+        state = ApprovalState(approval.id, outcome.intent.idempotency_key, INPUT_KEY)
+        sealed = self._sealer.seal(
+            state,
+            principal=principal,
+            tool=TOOL,
+            arguments=arguments,
+            expires_at=state_expiry(approval.expires_at, RETRY_WINDOW),
+        )
+        ask = ElicitRequest(params=ElicitRequestURLParams(message=PROMPT_MESSAGE, url=outcome.approval_url))
+        return InputRequiredResult(input_requests={INPUT_KEY: ask}, request_state=sealed)
+
+    async def _wait_then_retry(
+        self,
+        ctx: Context[Any, Any],
+        principal: Principal,
+        request: FetchPaidInput,
+        held: PendingOutcome,
+        prompt: ApprovalPrompt,
+        *,
+        timeout_s: float,
+    ) -> Outcome:
+        """Wait for the person only if they agreed to open the page; once the approval is decided,
+        the retry with the held payment's key pays it or says why not."""
+        if prompt != ApprovalPrompt.ACCEPTED or timeout_s <= 0:
+            return HeldOutcome(held, prompt)
+        status = ApprovalStatus.PENDING
+        disconnected = _disconnected(ctx)
+        async with anyio.create_task_group() as group:
+
+            async def stop_on(event: anyio.Event) -> None:
+                await event.wait()
+                group.cancel_scope.cancel()
+
+            if disconnected is not None:
+                group.start_soon(stop_on, disconnected)
+            status = await wait_for_decision(
+                self._services.db,
+                principal,
+                held.approval.id,
+                clock=self._services.clock,
+                timeout_s=timeout_s,
+            )
+            group.cancel_scope.cancel()
+        if status == ApprovalStatus.PENDING:
+            return HeldOutcome(held, prompt)
+        keyed = replace(request, idempotency_key=held.intent.idempotency_key)
+        outcome = await self._services.purchases.fetch_paid(principal, keyed)
+        return HeldOutcome(outcome, prompt) if isinstance(outcome, PendingOutcome) else outcome
+
+
+def _answer_of(ctx: Context[Any, Any]) -> ApprovalPrompt:
+    """The client's answer to the elicitation in a 2026-07-28 retry; none means it could not ask."""
+    answer = (ctx.input_responses or {}).get(INPUT_KEY)
+    if isinstance(answer, ElicitResult):
+        return _ANSWERS.get(answer.action, ApprovalPrompt.CANCELLED)
+    return ApprovalPrompt.NOT_SUPPORTED
+
+
+def _disconnected(ctx: Context[Any, Any]) -> anyio.Event | None:
+    request = ctx.request_context.request
+    scope = getattr(request, "scope", None)
+    event = scope.get(DISCONNECTED_KEY) if isinstance(scope, dict) else None
+    return event if isinstance(event, anyio.Event) else None
+
+
+async def _notify_complete(ctx: Context[Any, Any], elicitation_id: str) -> None:
+    """Tell the client the page's interaction is over (2025-11-25); best effort."""
+    try:
+        await ctx.session.send_elicit_complete(elicitation_id, related_request_id=ctx.request_id)
+    except Exception:  # a notification the client may not want never fails the payment
+        return
