@@ -35,6 +35,15 @@ class ApprovalRepository(TenantRepository[Approval]):
         )
         return {agent_id: int(count) for agent_id, count in rows}
 
+    def pending(self, reader: Reader, *, org_id: str, now: datetime) -> Sequence[Approval]:
+        """The organisation's approvals still waiting for a decision, oldest first."""
+        return self.all(
+            self.readable(reader)
+            .where(Approval.org_id == org_id, Approval.status == ApprovalStatus.PENDING)
+            .where(col(Approval.expires_at) > now)
+            .order_by(col(Approval.created_at))
+        )
+
     def newest(
         self, reader: Reader, *, org_id: str, status: ApprovalStatus | None, limit: int
     ) -> Sequence[Approval]:

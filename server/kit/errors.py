@@ -70,6 +70,7 @@ class InputReason(StrEnum):
     INVALID_QUERY = "invalid_query"
     INVALID_SUMMARY = "invalid_summary"
     INVALID_WALLET = "invalid_wallet"
+    INVALID_DECISION = "invalid_decision"
 
     @property
     def sentence(self) -> str:
@@ -82,6 +83,7 @@ _SENTENCES: dict[InputReason, str] = {
         "servers read differently (urlProblem says how), so nothing was sent."
     ),
     InputReason.HTTPS_REQUIRED: "The URL must be https://.",
+    InputReason.INVALID_DECISION: "The decision must be approve or deny.",
     InputReason.URL_CREDENTIALS: "The URL carries a user name or password.",
     InputReason.PAYWARDEN_API_URL: "The URL is Paywarden itself.",
     InputReason.INVALID_METHOD: "The method must be GET, HEAD, POST, PUT, PATCH or DELETE.",
