@@ -228,7 +228,7 @@ def consume(approval: Approval, *, now: datetime) -> None:
     approval.consumed_at = now
 
 
-def decide(
+def decide_break_glass(
     session: Session,
     principal: Principal,
     *,

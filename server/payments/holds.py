@@ -18,7 +18,7 @@ from server.models.enums import ApprovalStatus, IntentStatus
 from server.payments.ledger import close_held
 
 
-def decide(
+def decide_break_glass(
     session: Session,
     principal: Principal,
     *,
@@ -29,7 +29,7 @@ def decide(
     now: datetime,
 ) -> Approval:
     """A member approves or denies a held payment; a denial closes the held intent at once."""
-    approval = approvals.decide(
+    approval = approvals.decide_break_glass(
         session, principal, approval_id=approval_id, approve=approve, member_ref=member_ref, via=via, now=now
     )
     if not approve:
