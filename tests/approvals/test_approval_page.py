@@ -170,11 +170,12 @@ def test_an_assertion_over_another_payment_is_refused(
     # The challenge the server handed out is exactly the hash of this payment's encoding...
     assert body["publicKey"]["challenge"] == _b64(hashlib.sha256(canonical(**fields)).digest())
     # ...and a passkey that signed any other payment (or the other decision) is refused.
-    tampered = {
+    changes: dict[str, dict[str, Any]] = {
         "amount": {"amount_atomic": approval.amount_atomic * 100},
         "pay_to": {"pay_to": OTHER_PAYEE},
         "decision": {"approve": False},
-    }[change]
+    }
+    tampered = changes[change]
     forged = {
         **body["publicKey"],
         "challenge": _b64(hashlib.sha256(canonical(**{**fields, **tampered})).digest()),
