@@ -89,7 +89,9 @@ def test_a_decider_sees_the_payment_and_approves_it_with_a_passkey(
     assert inbox.status_code == 200
     assert f'href="/approvals/{approval.id}"' in inbox.text
     assert "0.50 USD to api.example.com" in inbox.text
-    assert 'href="/approvals"' in owner.browser.get("/admin").text  # the inbox is in the navigation
+    home = owner.browser.get("/admin").text
+    assert 'href="/approvals"' in home  # the inbox is in the navigation
+    assert "1 payment waits for a decision" in home
 
     page = owner.browser.get(f"/approvals/{approval.id}")
     assert page.status_code == 200
