@@ -20,13 +20,13 @@ def clock() -> FrozenClock:
 
 
 @pytest.fixture
-def server(sqlite_db: Database, clock: FrozenClock) -> Iterator[RunningServer]:
-    with serve(sqlite_db.url, public_host="localhost", clock=clock) as running:
+def server(db: Database, clock: FrozenClock) -> Iterator[RunningServer]:
+    with serve(db.url, public_host="localhost", clock=clock) as running:
         yield running
 
 
 @pytest.fixture
-def owner(server: RunningServer, sqlite_db: Database) -> Iterator[Person]:
-    person = enrolled_person(server, sqlite_db)
+def owner(server: RunningServer, db: Database) -> Iterator[Person]:
+    person = enrolled_person(server, db)
     yield person
     person.browser.close()

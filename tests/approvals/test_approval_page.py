@@ -82,9 +82,9 @@ def _events(db: Database, org_id: str, type_: str) -> list[AuditEvent]:
 
 
 def test_a_decider_sees_the_payment_and_approves_it_with_a_passkey(
-    server: RunningServer, sqlite_db: Database, owner: Person, clock: FrozenClock
+    server: RunningServer, db: Database, owner: Person, clock: FrozenClock
 ) -> None:
-    approval = _held(sqlite_db, owner, clock, "page-0001", amount=50 * CENT)
+    approval = _held(db, owner, clock, "page-0001", amount=50 * CENT)
     inbox = owner.browser.get("/approvals")
     assert inbox.status_code == 200
     assert f'href="/approvals/{approval.id}"' in inbox.text
@@ -113,9 +113,9 @@ def test_a_decider_sees_the_payment_and_approves_it_with_a_passkey(
     done = _decide(owner.browser, approval.id, "approve")
     assert done.status_code == 200, done.text
     assert done.json() == {"redirect": f"/approvals/{approval.id}?done=approved"}
-    row = _row(sqlite_db, approval.id)
+    row = _row(db, approval.id)
     assert (row.status, row.decided_by) == ("approved", owner.member_id)
-    (event,) = _events(sqlite_db, row.org_id, "approval.approved")
+    (event,) = _events(db, row.org_id, "approval.approved")
     assert event.actor == f"member:{owner.member_id}"
     assert event.data["via"] == "approval_page"
     assert event.data["credentialId"] == owner.browser.authenticator.credentials[0].id
@@ -127,17 +127,17 @@ def test_a_decider_sees_the_payment_and_approves_it_with_a_passkey(
 
 
 def test_a_denial_closes_the_held_payment(
-    server: RunningServer, sqlite_db: Database, owner: Person, clock: FrozenClock
+    server: RunningServer, db: Database, owner: Person, clock: FrozenClock
 ) -> None:
-    approval = _held(sqlite_db, owner, clock, "page-deny-1")
+    approval = _held(db, owner, clock, "page-deny-1")
     done = _decide(owner.browser, approval.id, "deny")
     assert done.json() == {"redirect": f"/approvals/{approval.id}?done=denied"}
-    assert _row(sqlite_db, approval.id).status == "denied"
-    with sqlite_db.read() as session:
+    assert _row(db, approval.id).status == "denied"
+    with db.read() as session:
         intent = session.get(PaymentIntent, approval.intent_id)
         assert intent is not None
         assert (intent.status, intent.failure_code) == ("failed", "approval_denied")
-    (event,) = _events(sqlite_db, approval.org_id, "approval.denied")
+    (event,) = _events(db, approval.org_id, "approval.denied")
     assert event.data["passkeyId"].startswith("pkey_")
     # Decided once: a second decision is refused.
     csrf = csrf_of(owner.browser.get("/approvals").text)
@@ -149,11 +149,11 @@ def test_a_denial_closes_the_held_payment(
 
 @pytest.mark.parametrize("change", ["amount", "pay_to", "decision"])
 def test_an_assertion_over_another_payment_is_refused(
-    server: RunningServer, sqlite_db: Database, owner: Person, clock: FrozenClock, change: str
+    server: RunningServer, db: Database, owner: Person, clock: FrozenClock, change: str
 ) -> None:
-    approval = _held(sqlite_db, owner, clock, f"tamper-{change}")
+    approval = _held(db, owner, clock, f"tamper-{change}")
     csrf, body = _options(owner.browser, approval.id, "approve")
-    with sqlite_db.read() as session:
+    with db.read() as session:
         stored = session.get(WebAuthnChallenge, body["challengeId"])
         assert stored is not None
         assert stored.nonce is not None
@@ -186,32 +186,32 @@ def test_an_assertion_over_another_payment_is_refused(
     refused = _verify(owner.browser, approval.id, csrf, "approve", body["challengeId"], answer)
     assert refused.status_code == 400
     assert refused.json()["error"] == "passkey_check_failed"
-    assert _row(sqlite_db, approval.id).status == "pending"
+    assert _row(db, approval.id).status == "pending"
 
 
 def test_the_server_recomputes_the_challenge_from_the_approval_as_it_is(
-    server: RunningServer, sqlite_db: Database, owner: Person, clock: FrozenClock
+    server: RunningServer, db: Database, owner: Person, clock: FrozenClock
 ) -> None:
     """Should the payment a challenge was made for change in the database, the passkey signed
     something else: refused."""
-    approval = _held(sqlite_db, owner, clock, "changed-001")
+    approval = _held(db, owner, clock, "changed-001")
     csrf, body = _options(owner.browser, approval.id, "approve")
     answer = owner.browser.authenticator.authenticate(body["publicKey"])
-    with sqlite_db.write() as session:
+    with db.write() as session:
         row = session.get(Approval, approval.id)
         assert row is not None
         row.pay_to = OTHER_PAYEE
         session.add(row)
     refused = _verify(owner.browser, approval.id, csrf, "approve", body["challengeId"], answer)
     assert refused.status_code == 400
-    assert _row(sqlite_db, approval.id).status == "pending"
+    assert _row(db, approval.id).status == "pending"
 
 
 def test_one_assertion_decides_once(
-    server: RunningServer, sqlite_db: Database, owner: Person, clock: FrozenClock
+    server: RunningServer, db: Database, owner: Person, clock: FrozenClock
 ) -> None:
-    first = _held(sqlite_db, owner, clock, "replay-0001")
-    second = _held(sqlite_db, owner, clock, "replay-0002")
+    first = _held(db, owner, clock, "replay-0001")
+    second = _held(db, owner, clock, "replay-0002")
     csrf, body = _options(owner.browser, first.id, "deny")
     answer = owner.browser.authenticator.authenticate(body["publicKey"])
     assert _verify(owner.browser, first.id, csrf, "deny", body["challengeId"], answer).status_code == 200
@@ -225,41 +225,41 @@ def test_one_assertion_decides_once(
     # A challenge of one approval cannot decide another.
     crossed = _verify(owner.browser, first.id, csrf, "deny", other["challengeId"], answer)
     assert crossed.status_code == 400
-    assert _row(sqlite_db, second.id).status == "pending"
+    assert _row(db, second.id).status == "pending"
 
 
 def test_a_passkey_without_user_verification_cannot_decide(
-    server: RunningServer, sqlite_db: Database, owner: Person, clock: FrozenClock
+    server: RunningServer, db: Database, owner: Person, clock: FrozenClock
 ) -> None:
-    approval = _held(sqlite_db, owner, clock, "presence-01")
+    approval = _held(db, owner, clock, "presence-01")
     owner.browser.authenticator.user_verified = False
     refused = _decide(owner.browser, approval.id, "approve")
     assert (refused.status_code, refused.json()["error"]) == (400, "passkey_check_failed")
-    assert _row(sqlite_db, approval.id).status == "pending"
+    assert _row(db, approval.id).status == "pending"
 
 
 def test_another_members_passkey_cannot_decide(
-    server: RunningServer, sqlite_db: Database, owner: Person, clock: FrozenClock
+    server: RunningServer, db: Database, owner: Person, clock: FrozenClock
 ) -> None:
-    approval = _held(sqlite_db, owner, clock, "borrowed-01")
-    colleague = enrolled_person(server, sqlite_db, role=Role.ADMIN, org_id=owner.agent.org_id)
+    approval = _held(db, owner, clock, "borrowed-01")
+    colleague = enrolled_person(server, db, role=Role.ADMIN, org_id=owner.agent.org_id)
     try:
         csrf, body = _options(owner.browser, approval.id, "approve")
         public_key = {**body["publicKey"], "allowCredentials": []}
         answer = colleague.browser.authenticator.authenticate(public_key)
         refused = _verify(owner.browser, approval.id, csrf, "approve", body["challengeId"], answer)
         assert refused.status_code == 400
-        assert _row(sqlite_db, approval.id).status == "pending"
+        assert _row(db, approval.id).status == "pending"
     finally:
         colleague.browser.close()
 
 
 def test_viewers_other_organisations_and_visitors_see_nothing(
-    server: RunningServer, sqlite_db: Database, owner: Person, clock: FrozenClock
+    server: RunningServer, db: Database, owner: Person, clock: FrozenClock
 ) -> None:
-    approval = _held(sqlite_db, owner, clock, "secret-0001", amount=37 * CENT)
-    viewer = enrolled_person(server, sqlite_db, role=Role.VIEWER, org_id=owner.agent.org_id)
-    stranger = enrolled_person(server, sqlite_db, role=Role.OWNER)
+    approval = _held(db, owner, clock, "secret-0001", amount=37 * CENT)
+    viewer = enrolled_person(server, db, role=Role.VIEWER, org_id=owner.agent.org_id)
+    stranger = enrolled_person(server, db, role=Role.OWNER)
     try:
         for browser in (viewer.browser, stranger.browser):
             page = browser.get(f"/approvals/{approval.id}")
@@ -284,16 +284,16 @@ def test_viewers_other_organisations_and_visitors_see_nothing(
             assert visitor.get("/approvals").status_code == 302
             posted = visitor.http.post(f"/approvals/{approval.id}/options", json={"decision": "approve"})
             assert posted.status_code == 401
-        assert _row(sqlite_db, approval.id).status == "pending"
+        assert _row(db, approval.id).status == "pending"
     finally:
         viewer.browser.close()
         stranger.browser.close()
 
 
 def test_an_agents_token_cannot_approve_through_any_endpoint(
-    server: RunningServer, sqlite_db: Database, owner: Person, clock: FrozenClock
+    server: RunningServer, db: Database, owner: Person, clock: FrozenClock
 ) -> None:
-    approval = _held(sqlite_db, owner, clock, "by-token-01")
+    approval = _held(db, owner, clock, "by-token-01")
     bearer = {"Authorization": f"Bearer {owner.agent.token}"}
     with httpx.Client(base_url=server.settings.pages_origin, headers=bearer, timeout=15) as agent:
         assert agent.get(f"/approvals/{approval.id}").status_code == 302
@@ -304,7 +304,7 @@ def test_an_agents_token_cannot_approve_through_any_endpoint(
             )
             assert answer.status_code == 401
         assert agent.post("/approvals/settings", data={"minutes": "1440"}).status_code == 302
-    assert _row(sqlite_db, approval.id).status == "pending"
+    assert _row(db, approval.id).status == "pending"
     # No MCP tool can reach the only function that writes a decision.
     graph, tools = _call_graph()
     for tool, references in tools.items():
@@ -313,19 +313,19 @@ def test_an_agents_token_cannot_approve_through_any_endpoint(
 
 
 def test_an_owner_sets_how_long_approvals_wait(
-    server: RunningServer, sqlite_db: Database, owner: Person, clock: FrozenClock
+    server: RunningServer, db: Database, owner: Person, clock: FrozenClock
 ) -> None:
     page = owner.browser.get("/approvals")
     assert "A pending approval lapses after 15 minutes." in page.text
     csrf = csrf_of(page.text)
     changed = owner.browser.http.post("/approvals/settings", data={"csrf": csrf, "minutes": "5"})
     assert (changed.status_code, changed.headers["location"]) == (303, "/approvals?done=ttl")
-    approval = _held(sqlite_db, owner, clock, "short-ttl-1")
+    approval = _held(db, owner, clock, "short-ttl-1")
     assert approval.expires_at == clock.now() + (approval.expires_at - approval.created_at)
     assert (approval.expires_at - approval.created_at).total_seconds() == 300
     refused = owner.browser.http.post("/approvals/settings", data={"csrf": csrf, "minutes": "4"})
     assert refused.status_code == 400
-    admin = enrolled_person(server, sqlite_db, role=Role.ADMIN, org_id=owner.agent.org_id)
+    admin = enrolled_person(server, db, role=Role.ADMIN, org_id=owner.agent.org_id)
     try:
         admin_csrf = csrf_of(admin.browser.get("/approvals").text)
         assert "Save" not in admin.browser.get("/approvals").text
@@ -335,7 +335,7 @@ def test_an_owner_sets_how_long_approvals_wait(
         assert missing_csrf.status_code == 403
     finally:
         admin.browser.close()
-    with sqlite_db.read() as session:
+    with db.read() as session:
         org = session.get(Organization, owner.agent.org_id)
         assert org is not None
         assert org.approval_ttl_seconds == 300
