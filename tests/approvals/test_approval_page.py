@@ -8,7 +8,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
+import threading
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -20,6 +22,7 @@ from server.kit.db import Database
 from server.models import Approval, AuditEvent, Organization, PaymentIntent, WebAuthnChallenge
 from server.models.enums import Role
 from tests.mcp.test_no_policy_writes import _call_graph, _reachable
+from tests.support.chain import free_port
 from tests.support.ledger import CENT, PAYEE, facts, reserve_now
 from tests.support.oauth import Person, SoftBrowser, csrf_of, enrolled_person
 from tests.support.paywarden import RunningServer
@@ -347,3 +350,73 @@ def test_an_owner_sets_how_long_approvals_wait(
         f"/approvals/{approval.id}/options", json={"csrf": csrf, "decision": "approve"}
     )
     assert lapsed.status_code == 409
+
+
+def test_a_challenge_from_one_process_is_answered_and_used_up_on_another(
+    server: RunningServer, db: Database, owner: Person, clock: FrozenClock
+) -> None:
+    """Behind a load balancer the answer may reach another server process: the nonce lives in
+    the database, so process B checks what process A handed out, and A then refuses a replay."""
+    approval = _held(db, owner, clock, "two-procs-1")
+    csrf, body = _options(owner.browser, approval.id, "approve")
+    answer = owner.browser.authenticator.authenticate(body["publicKey"])
+    with RunningServer(server.settings, port=free_port(), clock=clock) as other:
+        to_b = httpx.Client(
+            base_url=f"http://127.0.0.1:{other.port}",
+            headers={
+                "Host": urlsplit(server.settings.pages_origin).netloc,
+                "Cookie": "; ".join(f"{c.name}={c.value}" for c in owner.browser.http.cookies.jar),
+            },
+            timeout=15,
+        )
+        with to_b:
+            done = to_b.post(
+                f"/approvals/{approval.id}/verify",
+                json={
+                    "csrf": csrf,
+                    "decision": "approve",
+                    "challengeId": body["challengeId"],
+                    "credential": answer,
+                },
+            )
+        assert done.status_code == 200, done.text
+    assert _row(db, approval.id).status == "approved"
+    replayed = _verify(owner.browser, approval.id, csrf, "approve", body["challengeId"], answer)
+    assert replayed.json()["error"] == "challenge_expired"
+
+
+def test_two_members_deciding_at_once_make_one_decision(
+    server: RunningServer, db: Database, owner: Person, clock: FrozenClock
+) -> None:
+    approval = _held(db, owner, clock, "race-00001")
+    colleague = enrolled_person(server, db, role=Role.APPROVER, org_id=owner.agent.org_id)
+    try:
+        ready = []
+        for person, decision in ((owner, "approve"), (colleague, "deny")):
+            csrf, body = _options(person.browser, approval.id, decision)
+            answer = person.browser.authenticator.authenticate(body["publicKey"])
+            ready.append((person.browser, csrf, decision, body["challengeId"], answer))
+        results: list[int] = []
+
+        def post(item: tuple[SoftBrowser, str, str, str, dict[str, Any]]) -> None:
+            browser, csrf, decision, challenge_id, answer = item
+            results.append(_verify(browser, approval.id, csrf, decision, challenge_id, answer).status_code)
+
+        threads = [threading.Thread(target=post, args=(item,)) for item in ready]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+        assert sorted(results) == [200, 409]
+        decided = _row(db, approval.id)
+        events = _events(db, approval.org_id, f"approval.{decided.status}")
+        assert [event.subject_id for event in events] == [approval.id]
+        assert (
+            len(
+                _events(db, approval.org_id, "approval.approved")
+                + _events(db, approval.org_id, "approval.denied")
+            )
+            == 1
+        )
+    finally:
+        colleague.browser.close()
