@@ -1,6 +1,6 @@
-"""An approved payment is judged again on its retry: the allowed hosts and the call's
-`maxAmountUsd` still apply (each checked before anything is paid), and the approval stays usable
-until the retry passes them. Real payments on anvil, on SQLite and PostgreSQL."""
+"""An approved payment is judged again on its retry: the call's `maxAmountUsd`, the allowed hosts
+and the wallet's balance still apply (each checked before anything is paid), and the approval
+stays usable until the retry passes them. Real payments on anvil, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ import pytest
 from server.kit.db import Database
 from server.payments import holds
 from server.policy.service import PolicyChanges
+from server.tenancy.service import get_agent
+from server.wallets.service import import_local_key, parse_private_key
 from tests.e2e.test_approvals import Money
-from tests.support.chain import TestToken
+from tests.support.chain import TestToken, fresh_wallet
 from tests.support.fixtures_chain import FundedWallet
 from tests.support.paywarden import RunningServer, error_of, mcp_client, structured
 from tests.support.principals import OPERATOR
@@ -18,6 +20,18 @@ from tests.support.seller import Seller
 from tests.support.tenants import change_policy, make_agent, make_member
 
 pytestmark = [pytest.mark.anyio, pytest.mark.chain]
+
+
+def _swap_wallet(db: Database, server: RunningServer, agent_id: str, private_key: str) -> None:
+    with db.write() as session:
+        import_local_key(
+            session,
+            master=server.settings.master,
+            agent=get_agent(session, OPERATOR, agent_id),
+            private_key=parse_private_key(private_key),
+            actor="test",
+            now=server.services.clock.now(),
+        )
 
 
 async def test_a_retry_after_approval_runs_every_check_again(
@@ -59,6 +73,12 @@ async def test_a_retry_after_approval_runs_every_check_again(
         assert status["status"] == "approved"  # still usable within its 10 minutes
 
         change_policy(db, setup.agent_id, PolicyChanges(allow_hosts=("127.0.0.1",)))
+        _swap_wallet(db, paywarden, setup.agent_id, fresh_wallet()[1])  # an empty wallet now
+        empty = error_of(
+            await client.call_tool("fetch_paid", {"url": url, "maxAmountUsd": "0.05", "idempotencyKey": key})
+        )
+        assert empty["code"] == "insufficient_funds"
+        _swap_wallet(db, paywarden, setup.agent_id, funded_wallet.private_key)
         paid = structured(
             await client.call_tool("fetch_paid", {"url": url, "maxAmountUsd": "0.05", "idempotencyKey": key})
         )
