@@ -8,6 +8,12 @@ retry that meets another one supersedes it with a new approval for the same paym
 Expiry is computed on every read (`effective_status`) and also written back by the reconciler,
 so both always agree.
 
+Members decide on the approval page: `start_decision` hands out a passkey challenge that commits to
+the decision, the payment and a single-use nonce, and `decide_with_passkey` checks the answer
+against the challenge recomputed from the rows. An operator can decide for a member from the
+command line (`decide_break_glass`). Both write the decision through `_record_decision`, which no
+MCP tool can reach.
+
 Approvals never move payment intents: the payments domain closes a held intent when its approval
 is denied or expires (server/payments/holds.py).
 """
