@@ -135,7 +135,9 @@ async def test_a_held_payment_approved_on_a_phone_pays_on_chain(
             assert text.endswith(f"Decide on the approval page: {held['approvalUrl']}")
 
             # The inbox lists it; the link the agent gave opens the page on the pages' host.
-            await page.get_by_role("link", name="Approvals").click()
+            await page.goto(f"{server.settings.pages_url}/admin")
+            await expect(page.get_by_role("link", name="1 payment waits for a decision")).to_be_visible()
+            await page.get_by_role("navigation", name="Main").get_by_role("link", name="Approvals").click()
             await expect(page.get_by_role("link", name="0.01 USD to 127.0.0.1")).to_be_visible()
             await screenshots.take(page, "inbox")
             await page.goto(held["approvalUrl"])
