@@ -62,6 +62,8 @@ from server.models.enums import ChallengePurpose
 ENROLL_PREFIX = "pw_en_"
 ENROLL_TTL = timedelta(days=7)
 CHALLENGE_TTL = timedelta(minutes=5)
+# A decision on a payment is confirmed at once or asked again: its nonce lives two minutes.
+CONFIRMATION_TTL = timedelta(minutes=2)
 RP_NAME = "Paywarden"
 MAX_NAME = 60
 _TRANSPORTS = {item.value for item in AuthenticatorTransport}
@@ -227,7 +229,10 @@ def register_passkey(
     An enrolment uses up the member's enrolment link."""
     label = passkey_name(name, now=now)
     purpose = challenge.purpose
-    if challenge.member_id != member.id or purpose is ChallengePurpose.SIGN_IN:
+    if challenge.member_id != member.id or purpose not in (
+        ChallengePurpose.ENROLL,
+        ChallengePurpose.ADD_PASSKEY,
+    ):
         raise ChallengeExpired()
     try:
         verified = verify_registration_response(
@@ -331,6 +336,79 @@ def authenticate(
         now=now,
     )
     return member, passkey
+
+
+def confirmation_options(
+    session: Session,
+    *,
+    rp: RelyingParty,
+    member: Member,
+    purpose: ChallengePurpose,
+    challenge: bytes,
+    approval_id: str,
+    nonce: bytes,
+    now: datetime,
+) -> Ceremony:
+    """Options for confirming one decision with one of `member`'s own passkeys, user verified,
+    over a challenge the caller computed (it commits to what is decided); the challenge's row keeps
+    the approval and the nonce, so the answer can be checked against them."""
+    own = PasskeyRepository(session).of_member(_principal(member), member.id)
+    options = generate_authentication_options(
+        rp_id=rp.rp_id,
+        challenge=challenge,
+        timeout=int(CONFIRMATION_TTL.total_seconds() * 1000),
+        user_verification=UserVerificationRequirement.REQUIRED,
+        allow_credentials=[
+            PublicKeyCredentialDescriptor(id=base64url_to_bytes(row.credential_id)) for row in own
+        ],
+    )
+    row = WebAuthnChallenge(
+        id=new_id("challenge"),
+        purpose=purpose,
+        challenge=challenge,
+        member_id=member.id,
+        created_at=now,
+        expires_at=now + CONFIRMATION_TTL,
+        approval_id=approval_id,
+        nonce=nonce,
+    )
+    ChallengeRepository(session).add(row)
+    return Ceremony(row.id, options_to_json(options))
+
+
+def verify_confirmation(
+    session: Session,
+    *,
+    rp: RelyingParty,
+    member: Member,
+    expected_challenge: bytes,
+    credential: object,
+    now: datetime,
+) -> MemberPasskey:
+    """The passkey of `member` that signed `expected_challenge`, user verified; anything else
+    (another member's passkey, another challenge, no user verification) is PasskeyCheckFailed."""
+    answer = _credential(credential)
+    raw_id = answer.get("rawId") or answer.get("id")
+    passkeys = PasskeyRepository(session)
+    passkey = passkeys.by_credential_id(raw_id) if isinstance(raw_id, str) and len(raw_id) <= 1400 else None
+    if passkey is None or passkey.member_id != member.id:
+        raise PasskeyCheckFailed()
+    try:
+        verified = verify_authentication_response(
+            credential=answer,
+            expected_challenge=expected_challenge,
+            expected_rp_id=rp.rp_id,
+            expected_origin=rp.origin,
+            credential_public_key=passkey.public_key,
+            credential_current_sign_count=passkey.sign_count,
+            require_user_verification=True,
+        )
+    except _CEREMONY_ERRORS as exc:
+        raise PasskeyCheckFailed() from exc
+    passkey.sign_count = verified.new_sign_count
+    passkey.last_used_at = now
+    passkeys.add(passkey)
+    return passkey
 
 
 def passkeys_of(session: Session, principal: Principal) -> list[MemberPasskey]:

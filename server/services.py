@@ -11,6 +11,7 @@ from auth.passkeys import RelyingParty
 from auth.sessions import Csrf
 from auth.token_families import TokenPolicy
 from auth.verifier import TokenVerifier
+from server.approvals.notifications import ApprovalNotifier
 from server.audit.chain import chain_key
 from server.audit.jobs import LogAuditHeads
 from server.catalog.verification import CatalogVerificationJob, CatalogVerifier
@@ -101,6 +102,15 @@ def build_services(
         CatalogVerificationJob(catalog),
         LogAuditHeads(db=db),
     ]
+    if settings.slack_webhook_url is not None:
+        jobs.append(
+            ApprovalNotifier(
+                db=db,
+                clock=clock,
+                webhook_url=settings.slack_webhook_url.get_secret_value(),
+                public_url=settings.public_url,
+            )
+        )
     return Services(
         settings=settings,
         db=db,

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import func
+from sqlalchemy import CursorResult, func, update
 from sqlmodel import col, select
 
 from server.kit.repository import Reader, TenantRepository
-from server.models import Approval, Organization
-from server.models.enums import ApprovalStatus
+from server.models import Agent, Approval, ApprovalNotification, Organization
+from server.models.enums import ApprovalStatus, NotificationStatus
 
 
 class ApprovalRepository(TenantRepository[Approval]):
@@ -34,6 +35,15 @@ class ApprovalRepository(TenantRepository[Approval]):
             .group_by(col(Approval.agent_id))
         )
         return {agent_id: int(count) for agent_id, count in rows}
+
+    def pending(self, reader: Reader, *, org_id: str, now: datetime) -> Sequence[Approval]:
+        """The organisation's approvals still waiting for a decision, oldest first."""
+        return self.all(
+            self.readable(reader)
+            .where(Approval.org_id == org_id, Approval.status == ApprovalStatus.PENDING)
+            .where(col(Approval.expires_at) > now)
+            .order_by(col(Approval.created_at))
+        )
 
     def newest(
         self, reader: Reader, *, org_id: str, status: ApprovalStatus | None, limit: int
@@ -64,3 +74,82 @@ class ApprovalRepository(TenantRepository[Approval]):
             select(Organization.approval_ttl_seconds).where(Organization.id == org_id)
         ).one()
         return int(ttl)
+
+
+def _rowcount(result: Any) -> int:
+    return result.rowcount if isinstance(result, CursorResult) else 0
+
+
+class NotificationRepository(TenantRepository[ApprovalNotification]):
+    """The outbox of announcements of pending approvals. Read by the notifier (the system)."""
+
+    model = ApprovalNotification
+
+    def unannounced(self, *, since: datetime, now: datetime, limit: int) -> Sequence[Approval]:
+        """Pending approvals created since `since` that have no outbox row yet, oldest first."""
+        statement = (
+            select(Approval)
+            .outerjoin(ApprovalNotification, col(ApprovalNotification.approval_id) == col(Approval.id))
+            .where(col(ApprovalNotification.id).is_(None))
+            .where(Approval.status == ApprovalStatus.PENDING)
+            .where(col(Approval.created_at) >= since, col(Approval.expires_at) > now)
+            .order_by(col(Approval.created_at))
+            .limit(limit)
+        )
+        return self.session.exec(statement).all()
+
+    def waiting(self, *, limit: int) -> Sequence[tuple[ApprovalNotification, Approval, str]]:
+        """Rows not yet claimed, with their approval and the agent's name, oldest first."""
+        statement = (
+            select(ApprovalNotification, Approval, Agent.name)
+            .join(Approval, col(Approval.id) == col(ApprovalNotification.approval_id))
+            .join(Agent, col(Agent.id) == col(Approval.agent_id))
+            .where(ApprovalNotification.status == NotificationStatus.PENDING)
+            .order_by(col(ApprovalNotification.created_at))
+            .limit(limit)
+        )
+        return [(row, approval, str(name)) for row, approval, name in self.session.exec(statement).all()]
+
+    def messages_since(self, *, org_id: str, since: datetime) -> int:
+        """Messages sent (or attempted) for the organisation since `since`: a summary counts once."""
+        statement = (
+            select(func.count())
+            .select_from(ApprovalNotification)
+            .where(ApprovalNotification.org_id == org_id, col(ApprovalNotification.announced) > 0)
+            .where(col(ApprovalNotification.claimed_at) > since)
+        )
+        return int(self.session.exec(statement).one())
+
+    def claim(self, notification_id: str, *, holder: str, announced: int, now: datetime) -> bool:
+        """Take one waiting row for sending; False when another pass took (or closed) it first."""
+        result = self.session.execute(
+            update(ApprovalNotification)
+            .where(col(ApprovalNotification.id) == notification_id)
+            .where(col(ApprovalNotification.status) == NotificationStatus.PENDING)
+            .values(status=NotificationStatus.SENDING, claimed_by=holder, claimed_at=now, announced=announced)
+        )
+        return _rowcount(result) == 1
+
+    def close(
+        self, notification_id: str, *, status: NotificationStatus, error: str | None, now: datetime
+    ) -> None:
+        """Close a waiting or claimed row (sent, summarised, skipped or failed)."""
+        self.session.execute(
+            update(ApprovalNotification)
+            .where(col(ApprovalNotification.id) == notification_id)
+            .where(
+                col(ApprovalNotification.status).in_([NotificationStatus.PENDING, NotificationStatus.SENDING])
+            )
+            .values(status=status, error=error, finished_at=now)
+        )
+
+    def abandon_stale(self, *, claimed_before: datetime, now: datetime) -> int:
+        """Claimed rows whose process never said how the sending went: they may have been sent, so
+        they are never sent again."""
+        result = self.session.execute(
+            update(ApprovalNotification)
+            .where(col(ApprovalNotification.status) == NotificationStatus.SENDING)
+            .where(col(ApprovalNotification.claimed_at) < claimed_before)
+            .values(status=NotificationStatus.FAILED, error="outcome_unknown", finished_at=now)
+        )
+        return _rowcount(result)

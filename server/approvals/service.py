@@ -8,19 +8,29 @@ retry that meets another one supersedes it with a new approval for the same paym
 Expiry is computed on every read (`effective_status`) and also written back by the reconciler,
 so both always agree.
 
+Members decide on the approval page: `start_decision` hands out a passkey challenge that commits to
+the decision, the payment and a single-use nonce, and `decide_with_passkey` checks the answer
+against the challenge recomputed from the rows. An operator can decide for a member from the
+command line (`decide_break_glass`). Both write the decision through `_record_decision`, which no
+MCP tool can reach.
+
 Approvals never move payment intents: the payments domain closes a held intent when its approval
 is denied or expires (server/payments/holds.py).
 """
 
 from __future__ import annotations
 
+import hmac
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlmodel import Session
 
+from auth.errors import ChallengeExpired, PasskeyCheckFailed
+from auth.passkeys import Ceremony, RelyingParty, confirmation_options, verify_confirmation
 from auth.principal import Principal
+from server.approvals.confirmation import challenge_for, new_nonce
 from server.approvals.errors import (
     ApprovalConsumed,
     ApprovalDenied,
@@ -34,8 +44,8 @@ from server.audit.service import record as audit
 from server.kit.db import lock_org
 from server.kit.ids import new_id
 from server.kit.money import format_usd
-from server.models import Approval, PaymentIntent
-from server.models.enums import ApprovalStatus, HoldReason
+from server.models import Approval, Member, MemberPasskey, PaymentIntent, WebAuthnChallenge
+from server.models.enums import ApprovalStatus, ChallengePurpose, HoldReason
 from server.tenancy.service import find_member
 
 RETRY_WINDOW = timedelta(minutes=10)
@@ -224,7 +234,7 @@ def consume(approval: Approval, *, now: datetime) -> None:
     approval.consumed_at = now
 
 
-def decide(
+def decide_break_glass(
     session: Session,
     principal: Principal,
     *,
@@ -234,7 +244,8 @@ def decide(
     via: str,
     now: datetime,
 ) -> Approval:
-    """A member's decision, audited naming them and the principal that carried it out."""
+    """A member's decision made on their behalf by an operator (the command line's break-glass
+    path), audited naming the member and the principal that carried it out."""
     repository = ApprovalRepository(session)
     approval = repository.get_readable(principal, approval_id)
     if approval is None:
@@ -244,6 +255,26 @@ def decide(
     member = find_member(session, principal, member_ref, org_id=approval.org_id)
     if member.disabled_at is not None or not member.role.may_approve:
         raise Forbidden()
+    _record_decision(
+        session,
+        approval,
+        member=member,
+        approve=approve,
+        data={"via": via, "operator": principal.actor},
+        now=now,
+    )
+    return approval
+
+
+def _record_decision(
+    session: Session,
+    approval: Approval,
+    *,
+    member: Member,
+    approve: bool,
+    data: dict[str, Any],
+    now: datetime,
+) -> None:
     status = effective_status(approval, now)
     if status != ApprovalStatus.PENDING:
         raise ApprovalNotPending(status=str(status))
@@ -261,8 +292,7 @@ def decide(
         data={
             "memberId": member.id,
             "role": str(member.role),
-            "via": via,
-            "operator": principal.actor,
+            **data,
             "amountUsd": format_usd(approval.amount_atomic, atomic=True),
             "host": approval.host,
             "payTo": approval.pay_to,
@@ -272,7 +302,111 @@ def decide(
         },
         now=now,
     )
+
+
+def for_decider(session: Session, principal: Principal, *, member: Member, approval_id: str) -> Approval:
+    """An approval of `member`'s organisation, for a member who may decide approvals (owner, admin
+    or approver). Anyone else learns nothing, not even whether it exists: ApprovalNotFound."""
+    if member.disabled_at is not None or not member.role.may_approve or principal.member_id != member.id:
+        raise ApprovalNotFound()
+    approval = ApprovalRepository(session).get_readable(principal, approval_id)
+    if approval is None or approval.org_id != member.org_id:
+        raise ApprovalNotFound()
     return approval
+
+
+def pending_for_decider(
+    session: Session, principal: Principal, *, member: Member, now: datetime
+) -> list[Approval]:
+    """The approvals waiting for a decision in `member`'s organisation, oldest first (the inbox);
+    empty for a member who may not decide."""
+    if member.disabled_at is not None or not member.role.may_approve:
+        return []
+    rows = ApprovalRepository(session).pending(principal, org_id=member.org_id, now=now)
+    return list(rows)
+
+
+def _purpose(approve: bool) -> ChallengePurpose:
+    return ChallengePurpose.APPROVE_PAYMENT if approve else ChallengePurpose.DENY_PAYMENT
+
+
+def start_decision(
+    session: Session,
+    principal: Principal,
+    *,
+    member: Member,
+    approval_id: str,
+    approve: bool,
+    rp: RelyingParty,
+    now: datetime,
+) -> Ceremony:
+    """A passkey ceremony whose challenge commits to this decision on this payment and to a new
+    single-use nonce kept in the database (see server/approvals/confirmation.py)."""
+    approval = for_decider(session, principal, member=member, approval_id=approval_id)
+    status = effective_status(approval, now)
+    if status != ApprovalStatus.PENDING:
+        raise ApprovalNotPending(status=str(status))
+    nonce = new_nonce()
+    return confirmation_options(
+        session,
+        rp=rp,
+        member=member,
+        purpose=_purpose(approve),
+        challenge=challenge_for(approval, approve=approve, nonce=nonce),
+        approval_id=approval.id,
+        nonce=nonce,
+        now=now,
+    )
+
+
+def decide_with_passkey(
+    session: Session,
+    principal: Principal,
+    *,
+    member: Member,
+    approval_id: str,
+    challenge: WebAuthnChallenge,
+    credential: object,
+    rp: RelyingParty,
+    now: datetime,
+) -> tuple[Approval, MemberPasskey]:
+    """A member's decision on the approval page, confirmed by their passkey.
+
+    `challenge` was claimed (used up) by the caller in a transaction of its own. The challenge is
+    recomputed here from the approval's row as it is now and the nonce kept with the challenge, so
+    the passkey must have signed exactly this decision on exactly this payment."""
+    if (
+        challenge.member_id != member.id
+        or challenge.approval_id != approval_id
+        or challenge.nonce is None
+        or challenge.purpose not in (ChallengePurpose.APPROVE_PAYMENT, ChallengePurpose.DENY_PAYMENT)
+    ):
+        raise ChallengeExpired()
+    approve = challenge.purpose is ChallengePurpose.APPROVE_PAYMENT
+    approval = for_decider(session, principal, member=member, approval_id=approval_id)
+    lock_org(session, approval.org_id)
+    ApprovalRepository(session).refresh(approval)
+    expected = challenge_for(approval, approve=approve, nonce=challenge.nonce)
+    if not hmac.compare_digest(expected, challenge.challenge):
+        raise PasskeyCheckFailed()  # the payment is not the one the challenge was made for
+    passkey = verify_confirmation(
+        session, rp=rp, member=member, expected_challenge=expected, credential=credential, now=now
+    )
+    _record_decision(
+        session,
+        approval,
+        member=member,
+        approve=approve,
+        data={
+            "via": "approval_page",
+            "passkeyId": passkey.id,
+            "credentialId": passkey.credential_id,
+            "passkeyName": passkey.name,
+            "challengeId": challenge.id,
+        },
+        now=now,
+    )
+    return approval, passkey
 
 
 def expire_lapsed(session: Session, *, actor: str, now: datetime) -> list[Approval]:

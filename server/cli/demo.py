@@ -124,7 +124,9 @@ def _instructions(data: dict[str, object]) -> str:
             f"  .venv/bin/paywarden admin policy set {data['agentId']} --allow-host api.example.com",
             f"  .venv/bin/paywarden admin wallet import {data['agentId']} --from-env WALLET_KEY",
             "",
-            "The first payment to a payee the organisation never paid waits for a person. Decide it with:",
+            "The first payment to a payee the organisation never paid waits for a person: open the",
+            "approvalUrl fetch_paid answers (or Approvals in the pages) and decide with your passkey.",
+            "Without a browser, an operator can decide for the owner:",
             f"  .venv/bin/paywarden admin approvals list --org {data['orgId']}",
             f"  .venv/bin/paywarden admin approvals decide APPROVAL_ID approve --member {data['memberId']}",
         ]

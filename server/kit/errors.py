@@ -72,6 +72,7 @@ class InputReason(StrEnum):
     INVALID_WALLET = "invalid_wallet"
     INVALID_APPROVAL_STATE = "invalid_approval_state"
     APPROVAL_STATE_MISMATCH = "approval_state_mismatch"
+    INVALID_DECISION = "invalid_decision"
 
     @property
     def sentence(self) -> str:
@@ -84,6 +85,7 @@ _SENTENCES: dict[InputReason, str] = {
         "servers read differently (urlProblem says how), so nothing was sent."
     ),
     InputReason.HTTPS_REQUIRED: "The URL must be https://.",
+    InputReason.INVALID_DECISION: "The decision must be approve or deny.",
     InputReason.URL_CREDENTIALS: "The URL carries a user name or password.",
     InputReason.PAYWARDEN_API_URL: "The URL is Paywarden itself.",
     InputReason.INVALID_METHOD: "The method must be GET, HEAD, POST, PUT, PATCH or DELETE.",

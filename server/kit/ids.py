@@ -14,6 +14,7 @@ PREFIXES = {
     "token": "tok",
     "intent": "pi",
     "approval": "apr",
+    "notification": "ntf",
     "event": "evt",
     "rule": "rule",
     "finding": "oop",

@@ -42,6 +42,17 @@ class ApprovalPrompt(StrEnum):
     CANCELLED = "cancelled"
 
 
+class NotificationStatus(StrEnum):
+    """An announcement of a pending approval (the Slack outbox): sent at most once."""
+
+    PENDING = "pending"  # waiting for its turn (or for room under the organisation's rate limit)
+    SENDING = "sending"  # claimed by one process; never claimed again, whatever happens next
+    SENT = "sent"
+    SUMMARISED = "summarised"  # announced in one message with others (the rate limit was reached)
+    SKIPPED = "skipped"  # the approval was decided or lapsed before its turn
+    FAILED = "failed"  # the webhook refused it, or the answer never came: not tried again
+
+
 class HoldReason(StrEnum):
     """Why a payment that passed every rule waits for a person; the first that applies, in order."""
 
@@ -138,6 +149,8 @@ class ChallengePurpose(StrEnum):
     SIGN_IN = "sign_in"
     ENROLL = "enroll"
     ADD_PASSKEY = "add_passkey"
+    APPROVE_PAYMENT = "approve_payment"  # bound to one approval, its payment and a nonce
+    DENY_PAYMENT = "deny_payment"
 
 
 class PayToMode(StrEnum):

@@ -21,6 +21,7 @@ from server.models.enums import (
     FindingKind,
     HoldReason,
     IntentStatus,
+    NotificationStatus,
     Origin,
     PayToMode,
     Role,
@@ -299,6 +300,10 @@ class WebAuthnChallenge(SQLModel, table=True):
     created_at: datetime = _ts()
     expires_at: datetime = _ts(index=True)
     used_at: datetime | None = _ts(nullable=True)
+    # A decision on an approval: the challenge commits to this approval's payment and to `nonce`
+    # (see server/approvals/confirmation.py), and is recomputed from both rows when answered.
+    approval_id: str | None = Field(default=None, foreign_key="approvals.id", max_length=40)
+    nonce: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
 
 
 class RateLimitBucket(SQLModel, table=True):
@@ -401,6 +406,26 @@ class Approval(SQLModel, table=True):
     decided_at: datetime | None = _ts(nullable=True)
     decided_by: str | None = Field(default=None, max_length=40)  # the member who decided
     consumed_at: datetime | None = _ts(nullable=True)
+
+
+class ApprovalNotification(SQLModel, table=True):
+    """The outbox of announcements of pending approvals (a Slack message): one row per approval,
+    claimed by one process, sent at most once."""
+
+    __tablename__ = "approval_notifications"
+    __table_args__ = (Index("ix_approval_notifications_org_status", "org_id", "status"),)
+
+    id: str = Field(primary_key=True, max_length=40)
+    org_id: str = Field(foreign_key="organizations.id", max_length=40)
+    approval_id: str = Field(foreign_key="approvals.id", max_length=40, unique=True)
+    status: NotificationStatus = _enum(NotificationStatus, 12)
+    created_at: datetime = _ts()
+    claimed_by: str | None = Field(default=None, max_length=120)
+    claimed_at: datetime | None = _ts(nullable=True)
+    finished_at: datetime | None = _ts(nullable=True, index=True)
+    # How many approvals the message announced: 1, or more for a summary; 0 when none was sent.
+    announced: int = Field(default=0)
+    error: str | None = Field(default=None, max_length=40)
 
 
 class CatalogEntry(SQLModel, table=True):

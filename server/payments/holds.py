@@ -10,14 +10,15 @@ from datetime import datetime
 
 from sqlmodel import Session
 
+from auth.passkeys import RelyingParty
 from auth.principal import Principal
 from server.approvals import service as approvals
-from server.models import Approval
-from server.models.enums import IntentStatus
+from server.models import Approval, Member, MemberPasskey, WebAuthnChallenge
+from server.models.enums import ApprovalStatus, IntentStatus
 from server.payments.ledger import close_held
 
 
-def decide(
+def decide_break_glass(
     session: Session,
     principal: Principal,
     *,
@@ -28,7 +29,7 @@ def decide(
     now: datetime,
 ) -> Approval:
     """A member approves or denies a held payment; a denial closes the held intent at once."""
-    approval = approvals.decide(
+    approval = approvals.decide_break_glass(
         session, principal, approval_id=approval_id, approve=approve, member_ref=member_ref, via=via, now=now
     )
     if not approve:
@@ -41,6 +42,41 @@ def decide(
             now=now,
         )
     return approval
+
+
+def decide_with_passkey(
+    session: Session,
+    principal: Principal,
+    *,
+    member: Member,
+    approval_id: str,
+    challenge: WebAuthnChallenge,
+    credential: object,
+    rp: RelyingParty,
+    now: datetime,
+) -> tuple[Approval, MemberPasskey]:
+    """A signed-in member's decision on the approval page, confirmed with their passkey over a
+    challenge bound to this payment; a denial closes the held intent at once."""
+    approval, passkey = approvals.decide_with_passkey(
+        session,
+        principal,
+        member=member,
+        approval_id=approval_id,
+        challenge=challenge,
+        credential=credential,
+        rp=rp,
+        now=now,
+    )
+    if approval.status == ApprovalStatus.DENIED:
+        close_held(
+            session,
+            principal,
+            approval=approval,
+            to=IntentStatus.FAILED,
+            failure_code="approval_denied",
+            now=now,
+        )
+    return approval, passkey
 
 
 def expire_lapsed(session: Session, principal: Principal, *, now: datetime) -> list[Approval]:

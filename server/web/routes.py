@@ -10,7 +10,7 @@ from starlette.staticfiles import StaticFiles
 
 from server.settings import Settings
 from server.web import oauth, wellknown
-from server.web.pages import account, connections, enroll, home, signin
+from server.web.pages import account, approvals, connections, enroll, home, signin
 from server.web.pages.common import page
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -55,6 +55,25 @@ def routes(settings: Settings) -> list[BaseRoute]:
         Route(
             f"{connections.PATH}/{{grant_id}}/revoke",
             endpoint=page(connections.revoke, signed_in=True),
+            methods=["POST"],
+        ),
+        Route(approvals.PATH, endpoint=page(approvals.inbox, signed_in=True), methods=["GET"]),
+        Route(
+            f"{approvals.PATH}/settings", endpoint=page(approvals.set_ttl, signed_in=True), methods=["POST"]
+        ),
+        Route(
+            f"{approvals.PATH}/{{approval_id}}",
+            endpoint=page(approvals.show, signed_in=True),
+            methods=["GET"],
+        ),
+        Route(
+            f"{approvals.PATH}/{{approval_id}}/options",
+            endpoint=page(approvals.decision_options, signed_in=True, json=True),
+            methods=["POST"],
+        ),
+        Route(
+            f"{approvals.PATH}/{{approval_id}}/verify",
+            endpoint=page(approvals.decision_verify, signed_in=True, json=True),
             methods=["POST"],
         ),
         Mount("/static", app=StaticFiles(directory=STATIC), name="static"),

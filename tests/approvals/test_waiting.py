@@ -31,7 +31,7 @@ def held(db: Database) -> tuple[str, str]:
 
 def decide(db: Database, approval_id: str, member: str, *, approve: bool) -> None:
     with db.write() as session:
-        holds.decide(
+        holds.decide_break_glass(
             session,
             OPERATOR,
             approval_id=approval_id,

@@ -27,13 +27,28 @@ from auth.principal import Principal, PrincipalKind
 from auth.repository import DelegableAgentRepository, GrantRepository, PasskeyRepository, TokenRepository
 from auth.scopes import AGENT_SCOPES, Scope
 from auth.tokens import TokenNotFound, revoke_token
-from server.approvals.repository import ApprovalRepository
+from server.approvals.repository import ApprovalRepository, NotificationRepository
 from server.audit.repository import AuditRepository
 from server.kit.clock import SystemClock
 from server.kit.db import Database
 from server.kit.repository import TenantRepository
-from server.models import AccessToken, AuditEvent, OutOfPolicyFinding, PolicyVersion, RuleVersion, Wallet
-from server.models.enums import ChallengePurpose, FindingKind, RuleKind, RuleScope, RuleWindow
+from server.models import (
+    AccessToken,
+    ApprovalNotification,
+    AuditEvent,
+    OutOfPolicyFinding,
+    PolicyVersion,
+    RuleVersion,
+    Wallet,
+)
+from server.models.enums import (
+    ChallengePurpose,
+    FindingKind,
+    NotificationStatus,
+    RuleKind,
+    RuleScope,
+    RuleWindow,
+)
 from server.payments.repository import FindingRepository, IntentRepository
 from server.policy.repository import PolicyVersionRepository, RuleVersionRepository
 from server.policy.rule_service import RuleNotFound, ScopeNotFound, add_rule, change_rule, remove_rule
@@ -204,6 +219,19 @@ def _one(session: Session, statement: Any) -> str:
     return str(value)
 
 
+def _notification(session: Session, world: World) -> str:
+    row = ApprovalNotification(
+        id="ntf_scoping",
+        org_id=world.a1.org_id,
+        approval_id=world.approval_id,
+        status=NotificationStatus.PENDING,
+        created_at=SystemClock().now(),
+    )
+    session.add(row)
+    session.flush()
+    return row.id
+
+
 @dataclass(frozen=True)
 class Case:
     name: str
@@ -237,6 +265,7 @@ CASES = [
     Case("organisation rule", RuleVersionRepository, lambda s, w: w.org_rule_id, agent_owned=False),
     Case("payment intent", IntentRepository, lambda s, w: w.intent_id, agent_owned=True),
     Case("approval", ApprovalRepository, lambda s, w: w.approval_id, agent_owned=True),
+    Case("approval notification", NotificationRepository, _notification, agent_owned=False),
     Case("out-of-policy finding", FindingRepository, lambda s, w: w.finding_id, agent_owned=True),
     Case(
         "wallet",

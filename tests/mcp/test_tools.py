@@ -265,7 +265,7 @@ async def test_an_agent_sees_only_its_own_approvals(server: RunningServer, db: D
         error = error_of(await client.call_tool("get_approval_status", {"approvalId": "apr_nothing"}))
         assert error["code"] == "approval_not_found"
     with db.write() as session:
-        holds.decide(
+        holds.decide_break_glass(
             session, OPERATOR, approval_id=approval_id, approve=True, member_ref=member, via="test", now=now()
         )
     async with mcp_client(server.mcp_url, mine.token) as client:

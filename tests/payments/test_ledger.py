@@ -200,7 +200,7 @@ def _approve(
     db: Database, approval_id: str, member_id: str, *, approve: bool = True, now: datetime = NOW
 ) -> None:
     with db.write() as session:
-        holds.decide(
+        holds.decide_break_glass(
             session,
             OPERATOR,
             approval_id=approval_id,

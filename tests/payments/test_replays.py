@@ -109,7 +109,7 @@ async def test_held_keys_answer_for_their_approval(server: RunningServer, db: Da
         )
 
         with db.write() as session:
-            holds.decide(
+            holds.decide_break_glass(
                 session,
                 OPERATOR,
                 approval_id=denied.approval.id,
@@ -123,7 +123,7 @@ async def test_held_keys_answer_for_their_approval(server: RunningServer, db: Da
 
         # Approved and used by a payment that then failed: the approval cannot pay again.
         with db.write() as session:
-            holds.decide(
+            holds.decide_break_glass(
                 session,
                 OPERATOR,
                 approval_id=held.approval.id,

@@ -62,7 +62,7 @@ def approvals_decide(
         ctx.ready()
         now = ctx.clock.now()
         with ctx.db.write() as session:
-            approval = holds.decide(
+            approval = holds.decide_break_glass(
                 session,
                 ctx.principal,
                 approval_id=approval_id,

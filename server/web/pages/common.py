@@ -20,6 +20,7 @@ from starlette.templating import Jinja2Templates
 
 from auth import errors
 from auth.sessions import BROWSER_COOKIE, SESSION_COOKIE, SignedIn, new_browser_secret, resolve_session
+from server.approvals.errors import ApprovalNotFound, ApprovalNotPending
 from server.kit.errors import NotFound, PaywardenError
 from server.services import Services
 from server.web.http import NO_STORE, services_of
@@ -54,6 +55,8 @@ _STATUS = {
     errors.PasskeyNotFound.code: 404,
     errors.ConnectionNotFound.code: 404,
     NotFound.code: 404,
+    ApprovalNotFound.code: 404,
+    ApprovalNotPending.code: 409,
 }
 
 

@@ -7,6 +7,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from auth.authorization import delegable_agents
+from server.approvals.service import pending_for_decider
 from server.models import Agent
 from server.tenancy.service import find_org
 from server.web.pages.common import HOME, Visit
@@ -16,18 +17,28 @@ async def show(visit: Visit) -> Response:
     services = visit.services
     signed_in = visit.member
 
-    def read() -> tuple[str, list[Agent]]:
+    def read() -> tuple[str, list[Agent], int]:
         with services.db.read() as session:
             org = find_org(session, signed_in.principal, signed_in.member.org_id)
-            return org.name, delegable_agents(session, signed_in)
+            waiting = pending_for_decider(
+                session, signed_in.principal, member=signed_in.member, now=services.clock.now()
+            )
+            return org.name, delegable_agents(session, signed_in), len(waiting)
 
-    org_name, agents = await services.db.run(read)
+    org_name, agents, waiting = await services.db.run(read)
     notice = (
         "Your passkey is ready, and you are signed in." if visit.request.query_params.get("welcome") else None
     )
     return visit.render(
         "home.html",
-        {"title": "Home", "nav": "home", "org_name": org_name, "agents": agents, "notice": notice},
+        {
+            "title": "Home",
+            "nav": "home",
+            "org_name": org_name,
+            "agents": agents,
+            "notice": notice,
+            "waiting": waiting,
+        },
     )
 
 

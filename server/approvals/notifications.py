@@ -1,0 +1,232 @@
+"""Announcing pending approvals in Slack (an incoming webhook), from a background job.
+
+Nothing here runs inside a payment: a hold writes its approval and nothing else, and this job
+finds pending approvals that have no outbox row yet, writes one (unique per approval), and sends.
+So a slow or failing webhook can never block or fail `fetch_paid`.
+
+- **At most once.** A row is claimed (`pending` to `sending`) by one conditional write before its
+  message leaves, and a claimed row is never claimed again: if the process dies mid-send, or the
+  webhook's answer never comes, the row ends `failed` and nobody sends it again (it may have
+  arrived). The job also runs in one process at a time (its lease).
+- **Rate limit.** At most `limit` messages per organisation in any `window` (5 a minute by
+  default); a summary counts as one message. When more approvals wait than there is room for,
+  the room is filled with single messages and one summary of the rest ("N more payments wait"),
+  so no approval goes unmentioned and the limit still holds; with no room left they wait.
+- **Plain text.** The message is plain text with formatting off (`mrkdwn: false`) and no
+  unfurling; every value that comes from an agent or a seller has `&`, `<` and `>` escaped as
+  Slack asks and control characters flattened, so nothing can be formatted or made into a link
+  with other words. There is no approve button: deciding happens on the approval page.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import httpx
+
+from server.approvals.repository import NotificationRepository
+from server.approvals.service import approval_url, effective_status
+from server.jobs.runner import holder_id
+from server.kit.clock import Clock
+from server.kit.db import Database
+from server.kit.ids import new_id
+from server.kit.money import format_usd
+from server.models import Approval, ApprovalNotification
+from server.models.enums import ApprovalStatus, HoldReason, NotificationStatus
+from server.settings import BASE_SEPOLIA, SUPPORTED_NETWORKS
+
+log = logging.getLogger("paywarden.notifications")
+
+RATE_LIMIT = 5
+RATE_WINDOW = timedelta(minutes=1)
+SEND_TIMEOUT_SECONDS = 5.0
+LOOKBACK = timedelta(hours=24)  # the longest an approval can wait
+STALE_CLAIM = timedelta(minutes=2)
+BATCH = 200
+MAX_FIELD = 120
+
+REASON_WORDS = {
+    HoldReason.RULE: "a hold rule selects it",
+    HoldReason.CATALOG_NEW_HOST: "first payment to a host the catalog lists",
+    HoldReason.NEW_PAY_TO: "first payment to this payee",
+    HoldReason.INSTRUCTION_LIKE_DESCRIPTION: "the seller's request reads like instructions to an agent",
+    HoldReason.THRESHOLD: "at or above the agent's approval threshold",
+}
+
+
+def slack_escape(text: str) -> str:
+    """Text Slack shows as it is: `&`, `<` and `>` escaped (the only three it asks for), control
+    characters and line breaks flattened to spaces, and long values cut."""
+    flat = "".join(char if char.isprintable() else " " for char in text)
+    if len(flat) > MAX_FIELD:
+        flat = flat[: MAX_FIELD - 1] + "…"
+    return flat.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def approval_message(approval: Approval, *, agent_name: str, public_url: str) -> str:
+    network = SUPPORTED_NETWORKS.get(approval.network, approval.network)
+    if approval.network == BASE_SEPOLIA:
+        network += ", test network"
+    reason = REASON_WORDS.get(approval.reason, str(approval.reason))
+    return (
+        f"Payment waiting for approval: {format_usd(approval.amount_atomic, atomic=True)} USD "
+        f"({slack_escape(network)}) to {slack_escape(approval.host)}, "
+        f"asked by agent {slack_escape(agent_name)}.\n"
+        f"Why: {slack_escape(reason)} ({approval.reason}).\n"
+        f"Expires: {approval.expires_at:%Y-%m-%d %H:%M} UTC.\n"
+        f"Decide on the approval page: {approval_url(public_url, approval.id)}"
+    )
+
+
+def summary_message(count: int, *, public_url: str) -> str:
+    return (
+        f"{count} more payments are waiting for approval (more than this channel gets one by one).\n"
+        f"See them all: {public_url}/approvals"
+    )
+
+
+def payload(text: str) -> dict[str, object]:
+    return {"text": text, "mrkdwn": False, "unfurl_links": False, "unfurl_media": False}
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """One message, and the outbox rows it announces (one, or several for a summary)."""
+
+    text: str
+    row_ids: tuple[str, ...]
+    summary: bool
+
+
+class ApprovalNotifier:
+    """The background job that announces pending approvals to one webhook."""
+
+    name = "approval-notifications"
+    interval_seconds = 5.0
+
+    def __init__(
+        self,
+        *,
+        db: Database,
+        clock: Clock,
+        webhook_url: str,
+        public_url: str,
+        limit: int = RATE_LIMIT,
+        window: timedelta = RATE_WINDOW,
+        timeout_seconds: float = SEND_TIMEOUT_SECONDS,
+        holder: str | None = None,
+    ) -> None:
+        self._db = db
+        self._clock = clock
+        self._webhook_url = webhook_url
+        self._public_url = public_url
+        self._limit = limit
+        self._window = window
+        self._timeout = timeout_seconds
+        self._holder = holder or holder_id()
+
+    def _enqueue(self, now: datetime) -> None:
+        with self._db.write() as session:
+            outbox = NotificationRepository(session)
+            outbox.abandon_stale(claimed_before=now - STALE_CLAIM, now=now)
+            for approval in outbox.unannounced(since=now - LOOKBACK, now=now, limit=BATCH):
+                outbox.add_unique(
+                    ApprovalNotification(
+                        id=new_id("notification"),
+                        org_id=approval.org_id,
+                        approval_id=approval.id,
+                        status=NotificationStatus.PENDING,
+                        created_at=now,
+                    )
+                )
+
+    def _plan(self, now: datetime) -> list[Outgoing]:
+        """Claim what may be sent now, under each organisation's limit."""
+        outgoing: list[Outgoing] = []
+        with self._db.write() as session:
+            outbox = NotificationRepository(session)
+            by_org: dict[str, list[tuple[ApprovalNotification, Approval, str]]] = defaultdict(list)
+            for row, approval, agent_name in outbox.waiting(limit=BATCH):
+                if effective_status(approval, now) != ApprovalStatus.PENDING:
+                    outbox.close(row.id, status=NotificationStatus.SKIPPED, error=None, now=now)
+                    continue
+                by_org[row.org_id].append((row, approval, agent_name))
+            for org_id, rows in by_org.items():
+                room = self._limit - outbox.messages_since(org_id=org_id, since=now - self._window)
+                outgoing += self._fill(outbox, rows, room=room, now=now)
+        return outgoing
+
+    def _fill(
+        self,
+        outbox: NotificationRepository,
+        rows: Sequence[tuple[ApprovalNotification, Approval, str]],
+        *,
+        room: int,
+        now: datetime,
+    ) -> list[Outgoing]:
+        if room <= 0:
+            return []
+        singles = rows if len(rows) <= room else rows[: room - 1]
+        rest = rows[len(singles) :]
+        outgoing = [
+            Outgoing(
+                approval_message(approval, agent_name=name, public_url=self._public_url), (row.id,), False
+            )
+            for row, approval, name in singles
+            if outbox.claim(row.id, holder=self._holder, announced=1, now=now)
+        ]
+        if rest:
+            # The first row of a summary carries its count; the others are announced with it.
+            claimed = [
+                row.id
+                for index, (row, _, _) in enumerate(rest)
+                if outbox.claim(
+                    row.id, holder=self._holder, announced=len(rest) if index == 0 else 0, now=now
+                )
+            ]
+            if claimed:
+                outgoing.append(
+                    Outgoing(summary_message(len(claimed), public_url=self._public_url), tuple(claimed), True)
+                )
+        return outgoing
+
+    async def _send(self, client: httpx.AsyncClient, message: Outgoing) -> str | None:
+        """None when the webhook took the message; otherwise a short reason."""
+        try:
+            response = await client.post(self._webhook_url, json=payload(message.text))
+        except httpx.TimeoutException:
+            return "timeout"
+        except httpx.HTTPError:
+            return "unreachable"
+        if response.status_code != 200:
+            return f"http_{response.status_code}"
+        return None
+
+    def _finish(self, message: Outgoing, error: str | None) -> None:
+        now = self._clock.now()
+        if error is None:
+            status = NotificationStatus.SUMMARISED if message.summary else NotificationStatus.SENT
+        else:
+            status = NotificationStatus.FAILED
+            log.warning("an approval notification was not delivered: %s", error)
+        with self._db.write() as session:
+            outbox = NotificationRepository(session)
+            for row_id in message.row_ids:
+                outbox.close(row_id, status=status, error=error, now=now)
+
+    async def run_once(self) -> int:
+        now = self._clock.now()
+        await self._db.run(self._enqueue, now)
+        outgoing = await self._db.run(self._plan, now)
+        if not outgoing:
+            return 0
+        timeout = httpx.Timeout(self._timeout)
+        async with httpx.AsyncClient(timeout=timeout, follow_redirects=False, trust_env=False) as client:
+            for message in outgoing:
+                error = await self._send(client, message)
+                await self._db.run(self._finish, message, error)
+        return len(outgoing)

@@ -1,0 +1,278 @@
+"""/approvals and /approvals/{id}: the approvals inbox and the approval page.
+
+Only a signed-in member of the approval's organisation with role owner, admin or approver sees an
+approval; anyone else gets the same "no such approval" page whether it exists or not, and a
+visitor who is not signed in is sent to sign in first. Approve and Deny each need a fresh passkey
+assertion, user verified, over a challenge that commits to that decision on exactly this payment
+and to a single-use nonce (server/approvals/confirmation.py). An agent's token opens nothing here:
+the pages read only the member's session cookie.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from urllib.parse import urlsplit
+
+from starlette.responses import Response
+
+from auth.passkeys import Ceremony, claim_challenge
+from server.approvals import service as approvals
+from server.approvals.errors import ApprovalNotFound
+from server.kit.errors import InputReason, InvalidInput
+from server.kit.money import format_usd
+from server.models import Agent, Approval, Organization, WebAuthnChallenge
+from server.models.enums import ApprovalStatus, ChallengePurpose, HoldReason, Role
+from server.payments import holds
+from server.settings import BASE_SEPOLIA, SUPPORTED_NETWORKS
+from server.tenancy.service import find_org, get_agent, set_approval_ttl
+from server.web.pages.ceremonies import options_answer, read_answer
+from server.web.pages.common import Visit
+
+PATH = "/approvals"
+TESTNETS = frozenset({BASE_SEPOLIA})
+TTL_CHOICES_MINUTES = (5, 10, 15, 30, 60, 120, 240, 480, 1440)
+
+REASONS = {
+    HoldReason.RULE: "A hold rule of your organisation selects this payment.",
+    HoldReason.CATALOG_NEW_HOST: (
+        "The host is allowed only because the catalog lists it, and this is the first payment to it."
+    ),
+    HoldReason.NEW_PAY_TO: "Your organisation has never paid this payee.",
+    HoldReason.INSTRUCTION_LIKE_DESCRIPTION: (
+        "The seller's payment request reads like instructions to an AI agent. "
+        "Check that paying it was your own idea."
+    ),
+    HoldReason.THRESHOLD: "The amount is at or above the agent's approval threshold.",
+}
+DONE = {
+    "approved": "You approved this payment. The agent can now retry it with the same idempotency key.",
+    "denied": "You denied this payment. Nothing will be paid.",
+    "ttl": "Pending approvals now wait for the time you chose.",
+}
+
+
+@dataclass(frozen=True)
+class ApprovalView:
+    """An approval as the page shows it; every string is rendered as plain, escaped text."""
+
+    id: str
+    status: str
+    agent: str
+    amount_usd: str
+    amount_atomic: int
+    host: str
+    path: str
+    pay_to: str
+    pay_to_short: str
+    network: str
+    network_name: str
+    testnet: bool
+    reason: str
+    reason_text: str
+    threshold_usd: str | None
+    policy_version: object
+    created_at: datetime
+    expires_at: datetime
+    minutes_left: int
+
+    @property
+    def pending(self) -> bool:
+        return self.status == ApprovalStatus.PENDING
+
+
+def _view(approval: Approval, agent: Agent, now: datetime) -> ApprovalView:
+    status = approvals.effective_status(approval, now)
+    expires_at = approvals.retry_deadline(approval) or approval.expires_at
+    path = urlsplit(approval.resource).path or "/"
+    return ApprovalView(
+        id=approval.id,
+        status=str(status),
+        agent=agent.name,
+        amount_usd=format_usd(approval.amount_atomic, atomic=True),
+        amount_atomic=approval.amount_atomic,
+        host=approval.host,
+        path=path,
+        pay_to=approval.pay_to,
+        pay_to_short=f"{approval.pay_to[:6]}…{approval.pay_to[-4:]}",
+        network=approval.network,
+        network_name=SUPPORTED_NETWORKS.get(approval.network, approval.network),
+        testnet=approval.network in TESTNETS,
+        reason=str(approval.reason),
+        reason_text=REASONS.get(approval.reason, str(approval.reason)),
+        threshold_usd=(
+            format_usd(approval.threshold_atomic, atomic=True)
+            if approval.threshold_atomic is not None
+            else None
+        ),
+        policy_version=approval.decision.get("policyVersion"),
+        created_at=approval.created_at,
+        expires_at=expires_at,
+        minutes_left=max(0, int((expires_at - now).total_seconds() + 59) // 60),
+    )
+
+
+async def inbox(visit: Visit) -> Response:
+    services = visit.services
+    signed_in = visit.member
+    now = services.clock.now()
+
+    def read() -> tuple[Organization, list[ApprovalView]]:
+        with services.db.read() as session:
+            principal = signed_in.principal
+            org = find_org(session, principal, signed_in.member.org_id)
+            rows = approvals.pending_for_decider(session, principal, member=signed_in.member, now=now)
+            return org, [_view(row, get_agent(session, principal, row.agent_id), now) for row in rows]
+
+    org, waiting = await services.db.run(read)
+    return visit.render(
+        "approvals.html",
+        {
+            "title": "Approvals",
+            "nav": "approvals",
+            "may_decide": signed_in.member.role.may_approve,
+            "is_owner": signed_in.member.role is Role.OWNER,
+            "approvals": waiting,
+            "ttl_minutes": org.approval_ttl_seconds // 60,
+            "ttl_choices": TTL_CHOICES_MINUTES,
+            "notice": DONE.get(visit.request.query_params.get("done", "")),
+        },
+    )
+
+
+async def set_ttl(visit: Visit) -> Response:
+    """An owner sets how long the organisation's pending approvals wait (5 minutes to 24 hours)."""
+    form = await visit.request.form()
+    visit.check_csrf(form.get("csrf"))
+    services = visit.services
+    signed_in = visit.member
+    if signed_in.member.role is not Role.OWNER:
+        return visit.message(
+            "Only an owner can change this",
+            "Only an owner of your organisation can change how long approvals wait.",
+            status=403,
+        )
+    minutes = form.get("minutes")
+    if not isinstance(minutes, str) or not minutes.isdigit():
+        raise InvalidInput(InputReason.INVALID_APPROVAL_TTL)
+
+    def change() -> None:
+        with services.db.write() as session:
+            org = find_org(session, signed_in.principal, signed_in.member.org_id)
+            set_approval_ttl(
+                session,
+                org=org,
+                seconds=int(minutes) * 60,
+                actor=signed_in.principal.actor,
+                now=services.clock.now(),
+            )
+
+    await services.db.run(change)
+    return visit.redirect(f"{PATH}?done=ttl")
+
+
+def _approval_id(visit: Visit) -> str:
+    approval_id = str(visit.request.path_params["approval_id"])
+    if not approval_id.startswith("apr_") or len(approval_id) > 40:
+        raise ApprovalNotFound()
+    return approval_id
+
+
+async def show(visit: Visit) -> Response:
+    services = visit.services
+    signed_in = visit.member
+    approval_id = _approval_id(visit)
+    now = services.clock.now()
+
+    def read() -> ApprovalView:
+        with services.db.read() as session:
+            principal = signed_in.principal
+            approval = approvals.for_decider(
+                session, principal, member=signed_in.member, approval_id=approval_id
+            )
+            return _view(approval, get_agent(session, principal, approval.agent_id), now)
+
+    try:
+        view = await services.db.run(read)
+    except ApprovalNotFound:
+        return visit.message(
+            "No approval here",
+            "There is no approval at this address that you may decide. Only owners, admins and "
+            "approvers of the payment's organisation can see it.",
+            status=404,
+            link=("/admin", "Go to the home page"),
+        )
+    return visit.render(
+        "approval.html",
+        {
+            "title": f"Approve {view.amount_usd} USD to {view.host}?" if view.pending else "Approval",
+            "nav": "approvals",
+            "approval": view,
+            "notice": DONE.get(visit.request.query_params.get("done", "")),
+        },
+    )
+
+
+def _decision(value: object) -> bool:
+    if value == "approve":
+        return True
+    if value == "deny":
+        return False
+    raise InvalidInput(InputReason.INVALID_DECISION)
+
+
+async def decision_options(visit: Visit) -> Response:
+    body = await read_answer(visit)
+    services = visit.services
+    signed_in = visit.member
+    approval_id = _approval_id(visit)
+    approve = _decision(body.get("decision"))
+
+    def start() -> Ceremony:
+        with services.db.write() as session:
+            return approvals.start_decision(
+                session,
+                signed_in.principal,
+                member=signed_in.member,
+                approval_id=approval_id,
+                approve=approve,
+                rp=services.relying_party,
+                now=services.clock.now(),
+            )
+
+    return visit.json(options_answer(visit, await services.db.run(start)))
+
+
+async def decision_verify(visit: Visit) -> Response:
+    body = await read_answer(visit)
+    services = visit.services
+    signed_in = visit.member
+    approval_id = _approval_id(visit)
+    approve = _decision(body.get("decision"))
+    purpose = ChallengePurpose.APPROVE_PAYMENT if approve else ChallengePurpose.DENY_PAYMENT
+
+    def claim() -> WebAuthnChallenge:
+        # Used up in its own transaction: a failed answer cannot be tried again with this nonce.
+        with services.db.write() as session:
+            return claim_challenge(
+                session, body.get("challengeId"), purpose=purpose, now=services.clock.now()
+            )
+
+    challenge = await services.db.run(claim)
+
+    def decide() -> Approval:
+        with services.db.write() as session:
+            approval, _ = holds.decide_with_passkey(
+                session,
+                signed_in.principal,
+                member=signed_in.member,
+                approval_id=approval_id,
+                challenge=challenge,
+                credential=body.get("credential"),
+                rp=services.relying_party,
+                now=services.clock.now(),
+            )
+            return approval
+
+    approval = await services.db.run(decide)
+    return visit.json({"redirect": f"{PATH}/{approval.id}?done={approval.status}"})

@@ -1,0 +1,78 @@
+// The approval page's two buttons: each asks Paywarden for a challenge bound to that decision on
+// this payment, lets the browser sign it with the member's passkey (user verification required),
+// posts the answer, then shows the page again with the outcome.
+"use strict";
+
+(function () {
+  const forms = document.querySelectorAll("form[data-decision]");
+  if (!forms.length) return;
+  const status = document.getElementById("passkey-status");
+  const problem = document.getElementById("passkey-error");
+  const buttons = document.querySelectorAll("form[data-decision] button[type=submit]");
+
+  function say(text) { status.textContent = text; }
+  function busy(on) { buttons.forEach(function (button) { button.disabled = on; }); }
+  function fail(text) {
+    say("");
+    problem.textContent = text;
+    problem.hidden = false;
+    problem.focus();
+    busy(false);
+  }
+  async function post(url, body) {
+    const response = await fetch(url, {
+      method: "POST",
+      headers: {"Content-Type": "application/json", "Accept": "application/json"},
+      credentials: "same-origin",
+      body: JSON.stringify(body),
+    });
+    let answer = {};
+    try { answer = await response.json(); } catch (ignored) { answer = {}; }
+    if (!response.ok) {
+      throw new Error(answer.message || "Paywarden could not finish this step. Please try again.");
+    }
+    return answer;
+  }
+
+  if (!(window.PublicKeyCredential && typeof PublicKeyCredential.parseRequestOptionsFromJSON === "function")) {
+    busy(true);
+    fail("This browser cannot use passkeys. Open this page in a recent Chrome, Edge, Safari or Firefox.");
+    busy(true);
+    return;
+  }
+
+  forms.forEach(function (form) {
+    form.addEventListener("submit", async function (event) {
+      event.preventDefault();
+      problem.hidden = true;
+      busy(true);
+      const decision = form.dataset.decision;
+      const csrf = form.querySelector("[name=csrf]").value;
+      try {
+        say("Asking Paywarden for a challenge…");
+        const options = await post(form.dataset.options, {csrf: csrf, decision: decision});
+        say(decision === "approve" ? "Confirm the approval with your passkey…" : "Confirm the denial with your passkey…");
+        const credential = await navigator.credentials.get({
+          publicKey: PublicKeyCredential.parseRequestOptionsFromJSON(options.publicKey),
+        });
+        say("Checking your passkey…");
+        const done = await post(form.dataset.verify, {
+          csrf: csrf,
+          decision: decision,
+          challengeId: options.challengeId,
+          credential: credential.toJSON(),
+        });
+        say("Done.");
+        window.location.assign(done.redirect);
+      } catch (error) {
+        if (error && (error.name === "NotAllowedError" || error.name === "AbortError")) {
+          fail("The passkey request was cancelled or timed out. Nothing was decided. Try again when you are ready.");
+        } else if (error && error.name === "SecurityError") {
+          fail("Passkeys cannot be used on this address. Open Paywarden at its own host name.");
+        } else {
+          fail(error && error.message ? error.message : "Something went wrong. Nothing was decided. Please try again.");
+        }
+      }
+    });
+  });
+})();
