@@ -77,6 +77,32 @@ class SpendFilter:
     path_prefix: str | None = None
 
 
+def _spend_clauses(spend: SpendFilter) -> list[Any]:
+    """What narrows an organisation's intents to those `spend` selects (scope, host, path)."""
+    clauses: list[Any] = []
+    agents_of = {RuleScope.TEAM: Agent.team_id, RuleScope.MEMBER: Agent.member_id}
+    if spend.scope != RuleScope.ORG and spend.scope_id is None:
+        clauses.append(false())  # a team or member rule, seen from an agent outside any
+    elif spend.scope == RuleScope.AGENT:
+        clauses.append(col(PaymentIntent.agent_id) == spend.scope_id)
+    elif spend.scope in agents_of:
+        members = select(Agent.id).where(agents_of[spend.scope] == spend.scope_id)
+        clauses.append(col(PaymentIntent.agent_id).in_(members))
+    host = col(PaymentIntent.host)
+    if spend.host_pattern is not None:
+        if spend.host_pattern.startswith("*."):
+            suffix = spend.host_pattern[1:]  # ".example.com": subdomains only, never the apex
+            clauses.append(func.length(host) > len(suffix))
+            clauses.append(func.substr(host, func.length(host) - len(suffix) + 1) == suffix)
+        else:
+            clauses.append(host == spend.host_pattern)
+    if spend.path_prefix is not None:
+        # substr, not LIKE: LIKE ignores case on SQLite and treats % and _ as wildcards.
+        prefix = spend.path_prefix
+        clauses.append(func.substr(col(PaymentIntent.path), 1, len(prefix)) == prefix)
+    return clauses
+
+
 class IntentRepository(TenantRepository[PaymentIntent]):
     model = PaymentIntent
     agent_column = "agent_id"
@@ -101,34 +127,39 @@ class IntentRepository(TenantRepository[PaymentIntent]):
         self, spend: SpendFilter, *, since: datetime, never_sent: Collection[str]
     ) -> tuple[int, int]:
         """(atomic amount, number of payments) counted since `since` for the intents `spend` selects."""
-        clauses: list[Any] = [col(PaymentIntent.org_id) == spend.org_id]
-        agents_of = {RuleScope.TEAM: Agent.team_id, RuleScope.MEMBER: Agent.member_id}
-        if spend.scope != RuleScope.ORG and spend.scope_id is None:
-            clauses.append(false())  # a team or member rule, seen from an agent outside any
-        elif spend.scope == RuleScope.AGENT:
-            clauses.append(col(PaymentIntent.agent_id) == spend.scope_id)
-        elif spend.scope in agents_of:
-            members = select(Agent.id).where(agents_of[spend.scope] == spend.scope_id)
-            clauses.append(col(PaymentIntent.agent_id).in_(members))
-        host = col(PaymentIntent.host)
-        if spend.host_pattern is not None:
-            if spend.host_pattern.startswith("*."):
-                suffix = spend.host_pattern[1:]  # ".example.com": subdomains only, never the apex
-                clauses.append(func.length(host) > len(suffix))
-                clauses.append(func.substr(host, func.length(host) - len(suffix) + 1) == suffix)
-            else:
-                clauses.append(host == spend.host_pattern)
-        if spend.path_prefix is not None:
-            # substr, not LIKE: LIKE ignores case on SQLite and treats % and _ as wildcards.
-            prefix = spend.path_prefix
-            clauses.append(func.substr(col(PaymentIntent.path), 1, len(prefix)) == prefix)
         row = self.session.exec(
             select(func.coalesce(func.sum(PaymentIntent.amount_atomic), 0), func.count())
-            .where(*clauses)
+            .where(col(PaymentIntent.org_id) == spend.org_id)
+            .where(*_spend_clauses(spend))
             .where(col(PaymentIntent.authorized_at) >= since)
             .where(counted(never_sent))
         ).one()
         return int(row[0]), int(row[1])
+
+    def counted_spends(
+        self, spends: Sequence[tuple[SpendFilter, datetime]], *, never_sent: Collection[str]
+    ) -> list[tuple[int, int]]:
+        """`counted_spend` for each (filter, since) of one organisation, in one statement: the rows
+        of the organisation since the earliest `since`, each summed where its filter selects it."""
+        if not spends:
+            return []
+        orgs = {spend.org_id for spend, _ in spends}
+        if len(orgs) != 1:
+            raise ValueError("counted_spends sums the spend of one organisation")
+        authorized = col(PaymentIntent.authorized_at)
+        amount = col(PaymentIntent.amount_atomic)
+        columns: list[Any] = []
+        for spend, since in spends:
+            selects = and_(authorized >= since, *_spend_clauses(spend))
+            columns.append(func.coalesce(func.sum(case((selects, amount), else_=0)), 0))
+            columns.append(func.coalesce(func.sum(case((selects, 1), else_=0)), 0))
+        row = self.session.exec(
+            select(*columns)
+            .where(col(PaymentIntent.org_id) == orgs.pop())
+            .where(authorized >= min(since for _, since in spends))
+            .where(counted(never_sent))
+        ).one()
+        return [(int(row[2 * i]), int(row[2 * i + 1])) for i in range(len(spends))]
 
     def pay_to_known(self, *, org_id: str, pay_to: str) -> bool:
         """Whether the organisation ever sent a payment to this payee (any agent)."""
