@@ -31,10 +31,13 @@ DEFAULT_POOL_SIZE = 10
 _AUDIT_KEY = "paywarden.audit_key"
 
 
-def make_engine(url: str, *, pool_size: int = DEFAULT_POOL_SIZE) -> Engine:
+def make_engine(url: str, *, pool_size: int = DEFAULT_POOL_SIZE, durable: bool = False) -> Engine:
+    """The process's engine. On SQLite, `durable` makes an engine whose every commit is synced to
+    disk (synchronous=FULL) for the few writes that must survive a power cut; PostgreSQL syncs
+    every commit already (synchronous_commit)."""
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
-        event.listen(engine, "connect", _sqlite_on_connect)
+        event.listen(engine, "connect", _sqlite_on_connect_durable if durable else _sqlite_on_connect)
         event.listen(engine, "begin", _sqlite_on_begin)
         return engine
     # Up to twice pool_size connections per process: size it so that every process together
@@ -49,7 +52,16 @@ def _sqlite_on_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> N
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute(f"PRAGMA busy_timeout={_SQLITE_BUSY_TIMEOUT_MS}")
     cursor.execute("PRAGMA foreign_keys=ON")
+    # WAL with NORMAL: a commit is written to the WAL but not synced, so it survives a crash of the
+    # process, not a power cut; the writes that must (a signature about to leave) use FULL.
     cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+def _sqlite_on_connect_durable(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
+    _sqlite_on_connect(dbapi_connection, record)
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA synchronous=FULL")
     cursor.close()
 
 
@@ -66,6 +78,11 @@ class Database:
         self.engine = make_engine(url, pool_size=pool_size)
         self.is_sqlite = url.startswith("sqlite")
         self._write_engine = self.engine.execution_options(paywarden_write=True)
+        self._durable_pool: Engine | None = None
+        self._durable_engine: Engine | None = None
+        if self.is_sqlite:
+            self._durable_pool = make_engine(url, pool_size=pool_size, durable=True)
+            self._durable_engine = self._durable_pool.execution_options(paywarden_write=True)
         # Set once the master key is checked against the database; until then nothing can be
         # audited (server/audit/service.py refuses to write an event it cannot sign).
         self.audit_key = audit_key
@@ -80,8 +97,11 @@ class Database:
             yield session
 
     @contextmanager
-    def write(self) -> Iterator[Session]:
-        with self._session(self._write_engine) as session:
+    def write(self, *, durable: bool = False) -> Iterator[Session]:
+        """A unit of work that writes. `durable`: its commit is on disk when it returns, even on
+        SQLite (where other commits may be lost to a power cut, never to a crash)."""
+        engine = self._durable_engine if durable and self._durable_engine is not None else self._write_engine
+        with self._session(engine) as session:
             try:
                 yield session
                 session.commit()
@@ -95,6 +115,8 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+        if self._durable_pool is not None:
+            self._durable_pool.dispose()
 
 
 def audit_key_of(session: Session) -> bytes | None:

@@ -568,7 +568,9 @@ class PurchaseService:
     def _update(
         self, principal: Principal, intent_id: str, to: IntentStatus, event: str, **fields: object
     ) -> PaymentIntent:
-        with self._db.write() as session:
+        # The record that a signature is about to leave must outlive a power cut: were it lost,
+        # the caps would forget a payment the seller can still settle.
+        with self._db.write(durable=to == IntentStatus.SUBMITTED) as session:
             return ledger.update_intent(
                 session, principal, intent_id=intent_id, to=to, now=self._clock.now(), event=event, **fields
             )
