@@ -16,7 +16,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, ParamSpec, TypeVar
 
+import anyio
 import anyio.to_thread
+from anyio.lowlevel import RunVar
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.pool import ConnectionPoolEntry
@@ -27,6 +29,8 @@ T = TypeVar("T")
 
 _SQLITE_BUSY_TIMEOUT_MS = 30_000
 DEFAULT_POOL_SIZE = 10
+# Per event loop, each Database's limit on threads doing its work at once (Database.run).
+_LIMITERS: RunVar[dict[int, anyio.CapacityLimiter]] = RunVar("paywarden.db_limiters")
 # Where a session carries the key that signs audit events (server/audit/service.py).
 _AUDIT_KEY = "paywarden.audit_key"
 
@@ -110,8 +114,31 @@ class Database:
                 raise
 
     async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """Run blocking database work off the event loop."""
-        return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+        """Run blocking database work off the event loop, in threads of its own: as many at once as
+        the engine has connections (more would only wait for one), so database work never takes
+        the threads the rest of the process needs (name resolution, file reads)."""
+        return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs), limiter=self._limiter())
+
+    def _limiter(self) -> anyio.CapacityLimiter:
+        try:
+            limiters = _LIMITERS.get()
+        except LookupError:
+            limiters = {}
+            _LIMITERS.set(limiters)
+        limiter = limiters.get(id(self))
+        if limiter is None:
+            limiter = limiters[id(self)] = anyio.CapacityLimiter(self.threads)
+        return limiter
+
+    @property
+    def threads(self) -> int:
+        """How many units of work may run at once: the engine's connections (its pool and the
+        overflow it may open; SQLite's pool is SQLAlchemy's default, 5 and 10 more)."""
+        size = getattr(self.engine.pool, "size", None)
+        overflow = getattr(self.engine.pool, "_max_overflow", 0)
+        if not callable(size):
+            return DEFAULT_POOL_SIZE
+        return max(1, int(size()) + max(int(overflow), 0))
 
     def dispose(self) -> None:
         self.engine.dispose()
