@@ -119,6 +119,12 @@ class Database:
         the threads the rest of the process needs (name resolution, file reads)."""
         return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs), limiter=self._limiter())
 
+    @property
+    def engines(self) -> tuple[Engine, ...]:
+        """Every engine this database sends statements through (SQLite's durable writes have one
+        of their own): for whoever watches what is sent."""
+        return (self.engine,) if self._durable_pool is None else (self.engine, self._durable_pool)
+
     def _limiter(self) -> anyio.CapacityLimiter:
         try:
             limiters = _LIMITERS.get()
