@@ -46,6 +46,19 @@ class TokenRepository(TenantRepository[AccessToken]):
     def by_hash(self, token_hash: str) -> AccessToken | None:
         return self.first(self.statement().where(AccessToken.token_hash == token_hash))
 
+    def by_hash_with_agent(self, token_hash: str) -> tuple[AccessToken, bool] | None:
+        """The token and whether its agent (if it has one) exists and is enabled, in one statement."""
+        enabled = case(
+            (col(Agent.id).is_(None), False), (col(Agent.disabled_at).is_(None), True), else_=False
+        )
+        row = self.session.exec(
+            select(AccessToken, enabled)  # type: ignore[call-overload]
+            .outerjoin(Agent, col(Agent.id) == col(AccessToken.agent_id))
+            .where(col(AccessToken.token_hash) == token_hash)
+            .limit(1)
+        ).first()
+        return None if row is None else (row[0], bool(row[1]))
+
     def agent_enabled(self, agent_id: str) -> bool:
         """Whether the agent exists and is not disabled."""
         agent = self.session.get(Agent, agent_id)

@@ -13,7 +13,7 @@ from datetime import timedelta
 from auth.principal import Principal
 from auth.repository import GrantRepository, TokenRepository
 from auth.scopes import Scope
-from auth.tokens import ACCESS_PREFIX, find_by_secret
+from auth.tokens import ACCESS_PREFIX, hash_secret
 from server.kit.clock import Clock
 from server.kit.db import Database
 from server.models.enums import TokenKind
@@ -41,7 +41,8 @@ class TokenVerifier:
         if not secret.startswith(ACCESS_PREFIX) or not _TOKEN_SHAPE.match(secret):
             raise InvalidToken("The access token is malformed.")
         with self._db.read() as session:
-            row = find_by_secret(session, secret)
+            found = TokenRepository(session).by_hash_with_agent(hash_secret(secret))
+            row, agent_enabled = found if found is not None else (None, False)
             if row is None or row.kind != TokenKind.ACCESS:
                 raise InvalidToken("The access token is not known.")
             if row.revoked_at is not None:
@@ -50,7 +51,7 @@ class TokenVerifier:
                 raise InvalidToken("The access token expired.")
             if row.audience != audience:
                 raise InvalidToken("The access token was issued for another resource.")
-            if row.agent_id is not None and not TokenRepository(session).agent_enabled(row.agent_id):
+            if row.agent_id is not None and not agent_enabled:
                 raise InvalidToken("The agent of this token is disabled.")
             scopes = frozenset(Scope(name) for name in row.scopes.split() if name in _KNOWN_SCOPES)
             if row.agent_id is None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import anyio
+
 from auth.client_documents import MAX_DOCUMENT_BYTES, ClientDocuments
 from auth.housekeeping import IdentityHousekeeping
 from auth.oauth_server import OAuthConfig
@@ -49,6 +51,8 @@ class Services:
     jobs: list[Job] = field(default_factory=list)
 
     async def aclose(self) -> None:
+        with anyio.move_on_after(5):  # the settlement looks already started finish first
+            await self.purchases.settled_in_background()
         await self.sellers.aclose()
         await self.chain.aclose()
         self.db.dispose()
@@ -81,7 +85,11 @@ def build_services(
     sellers = SellerClient(
         max_response_bytes=settings.max_response_bytes, allow_private_hosts=settings.allow_private_hosts
     )
-    chain = ChainService(settings.rpc_urls, confirmations=settings.confirmations)
+    chain = ChainService(
+        settings.rpc_urls,
+        confirmations=settings.confirmations,
+        balance_life_s=settings.balance_cache_ms / 1000,
+    )
     # Client metadata documents come through the same guarded client as sellers, with a small cap.
     document_http = document_http or SellerClient(
         max_response_bytes=MAX_DOCUMENT_BYTES + 1, allow_private_hosts=settings.allow_private_hosts

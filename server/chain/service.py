@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from server.chain.balances import BalanceCache
 from server.chain.rpc import JsonRpc, RpcError
 from server.chain.settlement import (
     ChainVerdict,
@@ -24,10 +25,16 @@ LOG_CHUNK_BLOCKS = 2_000
 
 class ChainService:
     def __init__(
-        self, rpc_urls: Mapping[str, str], *, confirmations: Mapping[str, int] | None = None
+        self,
+        rpc_urls: Mapping[str, str],
+        *,
+        confirmations: Mapping[str, int] | None = None,
+        balance_life_s: float = 0.0,
     ) -> None:
         self._rpcs = {network: JsonRpc(url) for network, url in rpc_urls.items()}
         self._confirmations = dict(confirmations or {})
+        # Wallet balances known before a payment needs them (server/chain/balances.py).
+        self.balances = BalanceCache(self.balance, life_s=balance_life_s)
 
     async def aclose(self) -> None:
         for rpc in self._rpcs.values():

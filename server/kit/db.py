@@ -16,7 +16,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, ParamSpec, TypeVar
 
+import anyio
 import anyio.to_thread
+from anyio.lowlevel import RunVar
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.pool import ConnectionPoolEntry
@@ -27,14 +29,19 @@ T = TypeVar("T")
 
 _SQLITE_BUSY_TIMEOUT_MS = 30_000
 DEFAULT_POOL_SIZE = 10
+# Per event loop, each Database's limit on threads doing its work at once (Database.run).
+_LIMITERS: RunVar[dict[int, anyio.CapacityLimiter]] = RunVar("paywarden.db_limiters")
 # Where a session carries the key that signs audit events (server/audit/service.py).
 _AUDIT_KEY = "paywarden.audit_key"
 
 
-def make_engine(url: str, *, pool_size: int = DEFAULT_POOL_SIZE) -> Engine:
+def make_engine(url: str, *, pool_size: int = DEFAULT_POOL_SIZE, durable: bool = False) -> Engine:
+    """The process's engine. On SQLite, `durable` makes an engine whose every commit is synced to
+    disk (synchronous=FULL) for the few writes that must survive a power cut; PostgreSQL syncs
+    every commit already (synchronous_commit)."""
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
-        event.listen(engine, "connect", _sqlite_on_connect)
+        event.listen(engine, "connect", _sqlite_on_connect_durable if durable else _sqlite_on_connect)
         event.listen(engine, "begin", _sqlite_on_begin)
         return engine
     # Up to twice pool_size connections per process: size it so that every process together
@@ -49,7 +56,16 @@ def _sqlite_on_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> N
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute(f"PRAGMA busy_timeout={_SQLITE_BUSY_TIMEOUT_MS}")
     cursor.execute("PRAGMA foreign_keys=ON")
+    # WAL with NORMAL: a commit is written to the WAL but not synced, so it survives a crash of the
+    # process, not a power cut; the writes that must (a signature about to leave) use FULL.
     cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+def _sqlite_on_connect_durable(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
+    _sqlite_on_connect(dbapi_connection, record)
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA synchronous=FULL")
     cursor.close()
 
 
@@ -66,6 +82,11 @@ class Database:
         self.engine = make_engine(url, pool_size=pool_size)
         self.is_sqlite = url.startswith("sqlite")
         self._write_engine = self.engine.execution_options(paywarden_write=True)
+        self._durable_pool: Engine | None = None
+        self._durable_engine: Engine | None = None
+        if self.is_sqlite:
+            self._durable_pool = make_engine(url, pool_size=pool_size, durable=True)
+            self._durable_engine = self._durable_pool.execution_options(paywarden_write=True)
         # Set once the master key is checked against the database; until then nothing can be
         # audited (server/audit/service.py refuses to write an event it cannot sign).
         self.audit_key = audit_key
@@ -80,8 +101,11 @@ class Database:
             yield session
 
     @contextmanager
-    def write(self) -> Iterator[Session]:
-        with self._session(self._write_engine) as session:
+    def write(self, *, durable: bool = False) -> Iterator[Session]:
+        """A unit of work that writes. `durable`: its commit is on disk when it returns, even on
+        SQLite (where other commits may be lost to a power cut, never to a crash)."""
+        engine = self._durable_engine if durable and self._durable_engine is not None else self._write_engine
+        with self._session(engine) as session:
             try:
                 yield session
                 session.commit()
@@ -90,11 +114,42 @@ class Database:
                 raise
 
     async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """Run blocking database work off the event loop."""
-        return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+        """Run blocking database work off the event loop, in threads of its own: as many at once as
+        the engine has connections (more would only wait for one), so database work never takes
+        the threads the rest of the process needs (name resolution, file reads)."""
+        return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs), limiter=self._limiter())
+
+    @property
+    def engines(self) -> tuple[Engine, ...]:
+        """Every engine this database sends statements through (SQLite's durable writes have one
+        of their own): for whoever watches what is sent."""
+        return (self.engine,) if self._durable_pool is None else (self.engine, self._durable_pool)
+
+    def _limiter(self) -> anyio.CapacityLimiter:
+        try:
+            limiters = _LIMITERS.get()
+        except LookupError:
+            limiters = {}
+            _LIMITERS.set(limiters)
+        limiter = limiters.get(id(self))
+        if limiter is None:
+            limiter = limiters[id(self)] = anyio.CapacityLimiter(self.threads)
+        return limiter
+
+    @property
+    def threads(self) -> int:
+        """How many units of work may run at once: the engine's connections (its pool and the
+        overflow it may open; SQLite's pool is SQLAlchemy's default, 5 and 10 more)."""
+        size = getattr(self.engine.pool, "size", None)
+        overflow = getattr(self.engine.pool, "_max_overflow", 0)
+        if not callable(size):
+            return DEFAULT_POOL_SIZE
+        return max(1, int(size()) + max(int(overflow), 0))
 
     def dispose(self) -> None:
         self.engine.dispose()
+        if self._durable_pool is not None:
+            self._durable_pool.dispose()
 
 
 def audit_key_of(session: Session) -> bytes | None:

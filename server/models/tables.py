@@ -325,7 +325,9 @@ class PaymentIntent(SQLModel, table=True):
     __table_args__ = (
         UniqueConstraint("agent_id", "idempotency_key"),
         UniqueConstraint("payer", "nonce"),
-        Index("ix_payment_intents_agent_created", "agent_id", "created_at"),
+        # list_payments: an agent's newest first (created_at, id), and the same for one status.
+        Index("ix_payment_intents_agent_created_id", "agent_id", "created_at", "id"),
+        Index("ix_payment_intents_agent_status_created", "agent_id", "status", "created_at", "id"),
         Index("ix_payment_intents_org_authorized", "org_id", "authorized_at"),
         Index("ix_payment_intents_status_valid_before", "status", "valid_before"),
         Index("ix_payment_intents_org_pay_to", "org_id", "pay_to"),

@@ -17,7 +17,7 @@ from server.kit.clock import next_utc_midnight
 from server.kit.money import atomic_to_usd, usd_to_atomic
 from server.models import Agent, OutOfPolicyFinding
 from server.models.enums import RuleKind, RuleScope, RuleWindow
-from server.payments.usage import rule_spent, usage_for
+from server.payments.usage import usage_for
 from server.payments.watch import recent_findings
 from server.policy.engine import host_allowed, via_catalog
 from server.policy.model import Policy
@@ -119,9 +119,13 @@ class Budget:
         return cap_level(atomic_to_usd(self.effective.spent_atomic), atomic_to_usd(self.effective.cap_atomic))
 
 
-def _member(
-    session: Session, agent: Agent, rules: list[Rule], spent: dict[str, int], now: datetime
-) -> MemberCap | None:
+# What the member's agents spent today, counted when the member has no sub-cap rule to count it.
+_MEMBER_PROBE = Rule(
+    "member-spend", 1, RuleScope.MEMBER, RuleKind.LIMIT, limit_atomic=0, window=RuleWindow.DAY
+)
+
+
+def _member(agent: Agent, rules: list[Rule], spent: dict[str, int], now: datetime) -> MemberCap | None:
     if agent.member_id is None:
         return None
     resets_at = window_end(RuleWindow.DAY, now)
@@ -129,8 +133,7 @@ def _member(
     if caps:
         tightest = min(caps, key=lambda rule: (rule.limit_atomic or 0) - spent.get(rule.id, 0))
         return MemberCap(tightest.limit_atomic, spent.get(tightest.id, 0), resets_at)
-    probe = Rule("member-spend", 1, RuleScope.MEMBER, RuleKind.LIMIT, limit_atomic=0, window=RuleWindow.DAY)
-    return MemberCap(None, rule_spent(session, rule=probe, agent=agent, now=now), resets_at)
+    return MemberCap(None, spent.get(_MEMBER_PROBE.id, 0), resets_at)
 
 
 def _limits(
@@ -175,7 +178,9 @@ def budget(session: Session, principal: Principal, *, agent_id: str, now: dateti
     agent = get_agent(session, principal, agent_id)
     policy = current_policy(session, agent.id)
     rules = rules_for_agent(session, agent, now=now)
-    usage = usage_for(session, agent=agent, policy=policy, rules=rules, now=now)
+    uncapped_member = agent.member_id is not None and not any(rule.is_member_cap for rule in rules)
+    probes = [_MEMBER_PROBE] if uncapped_member else []
+    usage = usage_for(session, agent=agent, policy=policy, rules=rules, now=now, probes=probes)
     spent = dict(usage.rule_spent_atomic)
     limits = _limits(agent, policy, rules, usage.spent_today_atomic, spent, now)
     uses = [
@@ -195,7 +200,7 @@ def budget(session: Session, principal: Principal, *, agent_id: str, now: dateti
         effective=min(limits, key=lambda limit: limit.remaining_atomic),
         rule_limits=[use for use in uses if use.rule.scope == RuleScope.AGENT],
         scope_limits=[use for use in uses if use.rule.scope != RuleScope.AGENT],
-        member=_member(session, agent, rules, spent, now),
+        member=_member(agent, rules, spent, now),
         catalog_hosts=catalog_hosts,
         day_resets_at=next_utc_midnight(now),
         findings=recent_findings(session, principal, agent_id=agent.id, now=now),

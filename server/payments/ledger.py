@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 from typing import Any, Literal
 
 from sqlmodel import Session
@@ -27,7 +28,7 @@ from server.payments.errors import ApprovalMismatch, IllegalTransition
 from server.payments.repository import IntentRepository
 from server.payments.states import SETTLED_STAYS, transition
 from server.payments.usage import context_for, usage_for
-from server.policy.engine import Context, Decision, Payment, Usage, evaluate
+from server.policy.engine import Context, Decision, Payment, RuleSet, Usage, compile_rules, evaluate
 from server.policy.model import Policy
 from server.policy.rule_service import rules_for_agent
 from server.policy.rules import Rule
@@ -110,8 +111,13 @@ class Standing:
     rules: list[Rule]
     usage: Usage
 
+    @cached_property
+    def ruleset(self) -> RuleSet:
+        """The rules compiled once for every payment judged against this standing."""
+        return compile_rules(self.rules)
+
     def judge(self, payment: Payment, context: Context) -> Decision:
-        return evaluate(self.policy, self.rules, self.usage, payment, context)
+        return evaluate(self.policy, self.ruleset, self.usage, payment, context)
 
 
 def standing(session: Session, *, agent: Agent, now: datetime) -> Standing:

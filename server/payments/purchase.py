@@ -19,6 +19,7 @@ has run again, and only if the approval covers every hold reason that applies no
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 from datetime import datetime
@@ -127,6 +128,7 @@ class PurchaseService:
         self._chain = chain
         self._clock = clock
         self._settlement = SettlementChecker(db=db, chain=chain, clock=clock)
+        self._follow_ups: set[asyncio.Task[PaymentIntent]] = set()
         self._min_time_for_paid_request = min(MIN_SECONDS_FOR_PAID_REQUEST, settings.fetch_timeout_ms / 4000)
 
     # -- reading ---------------------------------------------------------------------------
@@ -179,6 +181,8 @@ class PurchaseService:
                     return self._pending(existing, approval)
                 held = existing  # approved: every check runs again below, then it pays once
         key = request.idempotency_key or new_idempotency_key()
+        if context.wallet is not None:
+            self._prefetch_balances(context.policy, context.wallet)
 
         try:
             first = await self._sellers.fetch(
@@ -290,9 +294,13 @@ class PurchaseService:
         The balance can change before the seller settles, and an RPC that does not answer skips
         the check; the seller's facilitator has the last word either way.
         """
-        balance = await self._chain.balance(
-            network=selection.network, asset=selection.asset, owner=wallet.address
-        )
+        balances = self._chain.balances
+        where = {"network": selection.network, "asset": selection.asset, "owner": wallet.address}
+        balance = balances.known(**where)
+        if balance is None or balance < selection.amount_atomic:
+            # Nothing known yet (join the read started with the seller's first request), or a
+            # value that says the wallet cannot pay: only the chain's fresh answer may refuse.
+            balance = await balances.read(**where)
         if balance is None or balance >= selection.amount_atomic:
             return
         network_name = SUPPORTED_NETWORKS.get(selection.network, selection.network)
@@ -311,6 +319,17 @@ class PurchaseService:
             balanceUsdc=have,
             amountUsdc=need,
         )
+
+    def _prefetch_balances(self, policy: Policy, wallet: Wallet) -> None:
+        """Start reading the wallet's balance on each network the policy pays on, unless a value
+        is known: the read runs while the seller answers the first request."""
+        for network in policy.networks:
+            asset = self._settings.usdc_address(network)
+            if asset is None or not self._chain.has_rpc(network):
+                continue
+            where = {"network": network, "asset": asset, "owner": wallet.address}
+            if self._chain.balances.known(**where) is None:
+                self._chain.balances.prefetch(**where)
 
     def _audit_insufficient(
         self, principal: Principal, agent: Agent, wallet: Wallet, selection: Selection, have: str, need: str
@@ -379,6 +398,12 @@ class PurchaseService:
             raise
 
         header_name, header_value = payment_header(challenge, selection, authorization, signature)
+        self._chain.balances.spent(
+            network=selection.network,
+            asset=selection.asset,
+            owner=wallet.address,
+            amount=intent.amount_atomic,
+        )
         intent = await self._db.run(
             self._update,
             principal,
@@ -451,7 +476,7 @@ class PurchaseService:
                     response.body_error,
                     ReceiptState.UNKNOWN,
                 )
-            intent = await self.verify_settlement(principal, intent)
+            intent = await self._settle_later(principal, intent, named=claimed is not None)
             return PaidOutcome(intent, response.status, False, body_of(response), response.body_error)
 
         reason = seller_reason(receipt, response)
@@ -479,6 +504,34 @@ class PurchaseService:
         raise PaymentNotCompleted(
             seller_reason=reason, redirectNotFollowed=True if redirect else None, **fields
         )
+
+    async def _settle_later(
+        self, principal: Principal, intent: PaymentIntent, *, named: bool
+    ) -> PaymentIntent:
+        """The chain's look at a served payment runs in the background, so the answer never waits on
+        the RPC: it says `pending`, and the look (or, failing it, the reconciler) settles the intent
+        for list_payments, get_budget and replays. When the seller named its transaction, the
+        answer may wait for that look up to PAYWARDEN_SETTLEMENT_WAIT_MS."""
+        look = asyncio.get_running_loop().create_task(self._follow_up(principal, intent))
+        self._follow_ups.add(look)
+        look.add_done_callback(self._follow_ups.discard)
+        wait_s = self._settings.settlement_wait_ms / 1000
+        if not named or wait_s <= 0:
+            return intent
+        done, _ = await asyncio.wait({look}, timeout=wait_s)
+        return look.result() if done else intent
+
+    async def _follow_up(self, principal: Principal, intent: PaymentIntent) -> PaymentIntent:
+        try:
+            return await self.verify_settlement(principal, intent)
+        except Exception:  # the reconciler looks again; the answer already went out
+            log.exception("could not check the settlement of intent %s", intent.id)
+            return intent
+
+    async def settled_in_background(self) -> None:
+        """Wait for every background settlement look started so far (tests, and shutdown)."""
+        while self._follow_ups:
+            await asyncio.gather(*list(self._follow_ups), return_exceptions=True)
 
     async def verify_settlement(self, principal: Principal, intent: PaymentIntent) -> PaymentIntent:
         """Mark the intent settled if, and only if, the chain shows its transfer."""
@@ -515,7 +568,9 @@ class PurchaseService:
     def _update(
         self, principal: Principal, intent_id: str, to: IntentStatus, event: str, **fields: object
     ) -> PaymentIntent:
-        with self._db.write() as session:
+        # The record that a signature is about to leave must outlive a power cut: were it lost,
+        # the caps would forget a payment the seller can still settle.
+        with self._db.write(durable=to == IntentStatus.SUBMITTED) as session:
             return ledger.update_intent(
                 session, principal, intent_id=intent_id, to=to, now=self._clock.now(), event=event, **fields
             )

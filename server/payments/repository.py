@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, case, false, func, or_
+from sqlalchemy import Integer, and_, bindparam, case, false, func, or_
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 
@@ -77,6 +77,99 @@ class SpendFilter:
     path_prefix: str | None = None
 
 
+def _spend_clauses(spend: SpendFilter) -> list[Any]:
+    """What narrows an organisation's intents to those `spend` selects (scope, host, path)."""
+    clauses: list[Any] = []
+    agents_of = {RuleScope.TEAM: Agent.team_id, RuleScope.MEMBER: Agent.member_id}
+    if spend.scope != RuleScope.ORG and spend.scope_id is None:
+        clauses.append(false())  # a team or member rule, seen from an agent outside any
+    elif spend.scope == RuleScope.AGENT:
+        clauses.append(col(PaymentIntent.agent_id) == spend.scope_id)
+    elif spend.scope in agents_of:
+        members = select(Agent.id).where(agents_of[spend.scope] == spend.scope_id)
+        clauses.append(col(PaymentIntent.agent_id).in_(members))
+    host = col(PaymentIntent.host)
+    if spend.host_pattern is not None:
+        if spend.host_pattern.startswith("*."):
+            suffix = spend.host_pattern[1:]  # ".example.com": subdomains only, never the apex
+            clauses.append(func.length(host) > len(suffix))
+            clauses.append(func.substr(host, func.length(host) - len(suffix) + 1) == suffix)
+        else:
+            clauses.append(host == spend.host_pattern)
+    if spend.path_prefix is not None:
+        # substr, not LIKE: LIKE ignores case on SQLite and treats % and _ as wildcards.
+        prefix = spend.path_prefix
+        clauses.append(func.substr(col(PaymentIntent.path), 1, len(prefix)) == prefix)
+    return clauses
+
+
+# Built statements of counted_spends, by shape; a process sees few shapes (rule sets), so few stay.
+_STATEMENTS_KEPT = 512
+_SPENDS_STATEMENTS: dict[tuple[Any, ...], Any] = {}
+_Shape = tuple[str, str | None, bool]  # scope ("none" selects nothing), host ("exact", "wild"), path
+
+
+def _shape(spend: SpendFilter) -> _Shape:
+    scope = "none" if spend.scope != RuleScope.ORG and spend.scope_id is None else str(spend.scope)
+    host = (
+        None if spend.host_pattern is None else ("wild" if spend.host_pattern.startswith("*.") else "exact")
+    )
+    return (scope, host, spend.path_prefix is not None)
+
+
+def _shape_values(index: int, spend: SpendFilter, since: datetime) -> dict[str, Any]:
+    """The values `_spends_statement` binds for the `index`th sum."""
+    values: dict[str, Any] = {f"since_{index}": since, f"scope_{index}": spend.scope_id}
+    if spend.host_pattern is not None:
+        if spend.host_pattern.startswith("*."):
+            suffix = spend.host_pattern[1:]  # ".example.com": subdomains only, never the apex
+            values[f"suffix_{index}"] = suffix
+            values[f"suffix_len_{index}"] = len(suffix)
+        else:
+            values[f"host_{index}"] = spend.host_pattern
+    if spend.path_prefix is not None:
+        values[f"prefix_{index}"] = spend.path_prefix
+        values[f"prefix_len_{index}"] = len(spend.path_prefix)
+    return values
+
+
+def _spends_statement(shapes: tuple[_Shape, ...], never_sent: Collection[str]) -> Any:
+    authorized = col(PaymentIntent.authorized_at)
+    amount = col(PaymentIntent.amount_atomic)
+    host = col(PaymentIntent.host)
+    agent = col(PaymentIntent.agent_id)
+    agents_of = {str(RuleScope.TEAM): Agent.team_id, str(RuleScope.MEMBER): Agent.member_id}
+    columns: list[Any] = []
+    for index, (scope, host_kind, has_path) in enumerate(shapes):
+        clauses: list[Any] = [authorized >= bindparam(f"since_{index}")]
+        if scope == "none":
+            clauses.append(false())  # a team or member rule, seen from an agent outside any
+        elif scope == RuleScope.AGENT:
+            clauses.append(agent == bindparam(f"scope_{index}"))
+        elif scope in agents_of:
+            members = select(Agent.id).where(agents_of[scope] == bindparam(f"scope_{index}"))
+            clauses.append(agent.in_(members))
+        if host_kind == "wild":
+            length = bindparam(f"suffix_len_{index}", type_=Integer)
+            clauses.append(func.length(host) > length)
+            clauses.append(func.substr(host, func.length(host) - length + 1) == bindparam(f"suffix_{index}"))
+        elif host_kind == "exact":
+            clauses.append(host == bindparam(f"host_{index}"))
+        if has_path:
+            # substr, not LIKE: LIKE ignores case on SQLite and treats % and _ as wildcards.
+            length = bindparam(f"prefix_len_{index}", type_=Integer)
+            clauses.append(func.substr(col(PaymentIntent.path), 1, length) == bindparam(f"prefix_{index}"))
+        selects = and_(*clauses)
+        columns.append(func.coalesce(func.sum(case((selects, amount), else_=0)), 0))
+        columns.append(func.coalesce(func.sum(case((selects, 1), else_=0)), 0))
+    return (
+        select(*columns)
+        .where(col(PaymentIntent.org_id) == bindparam("org"))
+        .where(authorized >= bindparam("earliest"))
+        .where(counted(never_sent))
+    )
+
+
 class IntentRepository(TenantRepository[PaymentIntent]):
     model = PaymentIntent
     agent_column = "agent_id"
@@ -101,34 +194,42 @@ class IntentRepository(TenantRepository[PaymentIntent]):
         self, spend: SpendFilter, *, since: datetime, never_sent: Collection[str]
     ) -> tuple[int, int]:
         """(atomic amount, number of payments) counted since `since` for the intents `spend` selects."""
-        clauses: list[Any] = [col(PaymentIntent.org_id) == spend.org_id]
-        agents_of = {RuleScope.TEAM: Agent.team_id, RuleScope.MEMBER: Agent.member_id}
-        if spend.scope != RuleScope.ORG and spend.scope_id is None:
-            clauses.append(false())  # a team or member rule, seen from an agent outside any
-        elif spend.scope == RuleScope.AGENT:
-            clauses.append(col(PaymentIntent.agent_id) == spend.scope_id)
-        elif spend.scope in agents_of:
-            members = select(Agent.id).where(agents_of[spend.scope] == spend.scope_id)
-            clauses.append(col(PaymentIntent.agent_id).in_(members))
-        host = col(PaymentIntent.host)
-        if spend.host_pattern is not None:
-            if spend.host_pattern.startswith("*."):
-                suffix = spend.host_pattern[1:]  # ".example.com": subdomains only, never the apex
-                clauses.append(func.length(host) > len(suffix))
-                clauses.append(func.substr(host, func.length(host) - len(suffix) + 1) == suffix)
-            else:
-                clauses.append(host == spend.host_pattern)
-        if spend.path_prefix is not None:
-            # substr, not LIKE: LIKE ignores case on SQLite and treats % and _ as wildcards.
-            prefix = spend.path_prefix
-            clauses.append(func.substr(col(PaymentIntent.path), 1, len(prefix)) == prefix)
         row = self.session.exec(
             select(func.coalesce(func.sum(PaymentIntent.amount_atomic), 0), func.count())
-            .where(*clauses)
+            .where(col(PaymentIntent.org_id) == spend.org_id)
+            .where(*_spend_clauses(spend))
             .where(col(PaymentIntent.authorized_at) >= since)
             .where(counted(never_sent))
         ).one()
         return int(row[0]), int(row[1])
+
+    def counted_spends(
+        self, spends: Sequence[tuple[SpendFilter, datetime]], *, never_sent: Collection[str]
+    ) -> list[tuple[int, int]]:
+        """`counted_spend` for each (filter, since) of one organisation, in one statement: the rows
+        of the organisation since the earliest `since`, each summed where its filter selects it.
+
+        The statement is built once per shape (which scopes, host and path conditions) and kept,
+        its values bound as parameters, so a decision or a budget only fills it in."""
+        if not spends:
+            return []
+        orgs = {spend.org_id for spend, _ in spends}
+        if len(orgs) != 1:
+            raise ValueError("counted_spends sums the spend of one organisation")
+        params: dict[str, Any] = {"org": orgs.pop(), "earliest": min(since for _, since in spends)}
+        shapes = []
+        for index, (spend, since) in enumerate(spends):
+            shapes.append(_shape(spend))
+            params.update(_shape_values(index, spend, since))
+        key = (tuple(shapes), tuple(sorted(never_sent)))
+        statement = _SPENDS_STATEMENTS.get(key)
+        if statement is None:
+            statement = _spends_statement(key[0], never_sent)
+            if len(_SPENDS_STATEMENTS) >= _STATEMENTS_KEPT:
+                _SPENDS_STATEMENTS.clear()
+            _SPENDS_STATEMENTS[key] = statement
+        row = self.session.execute(statement, params).one()
+        return [(int(row[2 * i]), int(row[2 * i + 1])) for i in range(len(spends))]
 
     def pay_to_known(self, *, org_id: str, pay_to: str) -> bool:
         """Whether the organisation ever sent a payment to this payee (any agent)."""

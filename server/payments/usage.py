@@ -8,6 +8,7 @@ exactly what is there when the decision is written. What counts is defined once,
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from sqlmodel import Session
@@ -51,19 +52,32 @@ def agent_spent(session: Session, *, agent: Agent, since: datetime, now: datetim
     )
 
 
-def usage_for(session: Session, *, agent: Agent, policy: Policy, rules: list[Rule], now: datetime) -> Usage:
-    spent_today, _ = agent_spent(session, agent=agent, since=utc_day_start(now), now=now)
-    window_start_at = now - timedelta(seconds=policy.velocity.window_seconds)
-    window_spent, window_count = agent_spent(session, agent=agent, since=window_start_at, now=now)
+def usage_for(
+    session: Session,
+    *,
+    agent: Agent,
+    policy: Policy,
+    rules: Sequence[Rule],
+    now: datetime,
+    probes: Sequence[Rule] = (),
+) -> Usage:
+    """Every sum the policy needs, in one statement: the agent's day and velocity window, and each
+    limit rule's scope and window (and each of `probes`, limit rules counted but not applied: their
+    spend lands in `rule_spent_atomic` under their ids too)."""
+    counting = [rule for rule in (*rules, *probes) if rule.kind == RuleKind.LIMIT and rule.window is not None]
+    own = SpendFilter(agent.org_id, RuleScope.AGENT, agent.id)
+    spends: list[tuple[SpendFilter, datetime]] = [
+        (own, utc_day_start(now)),
+        (own, now - timedelta(seconds=policy.velocity.window_seconds)),
+    ]
+    spends += [(rule_filter(rule, agent), window_start(rule.window, now)) for rule in counting]  # type: ignore[arg-type]
+    sums = IntentRepository(session).counted_spends(spends, never_sent=NEVER_SENT_FAILURES)
+    (spent_today, _), (window_spent, window_count) = sums[0], sums[1]
     return Usage(
         spent_today_atomic=spent_today,
         window_tx_count=window_count,
         window_spent_atomic=window_spent,
-        rule_spent_atomic={
-            rule.id: rule_spent(session, rule=rule, agent=agent, now=now)
-            for rule in rules
-            if rule.kind == RuleKind.LIMIT and rule.window is not None
-        },
+        rule_spent_atomic={rule.id: spent for rule, (spent, _) in zip(counting, sums[2:], strict=True)},
     )
 
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import lru_cache
+from types import MappingProxyType
 from typing import Any, Literal
 
 from server.kit.money import usd_to_atomic
@@ -104,6 +106,85 @@ class Decision:
         return {"policy": self.policy_version, "rules": dict(self.rule_versions)}
 
 
+# At most this many (host, paths) selections are remembered per rule set; then it starts afresh.
+_SELECTIONS_KEPT = 256
+
+
+@dataclass(frozen=True)
+class _Selection:
+    """Which rules select one payment location: the limits that count it, and the deny and hold
+    rules that stop or hold it (any of its paths, redirects included)."""
+
+    limiting: tuple[tuple[str, int, Rule], ...]  # (id, limit, rule) of each limit rule
+    denying: tuple[Rule, ...]
+    holding: tuple[Rule, ...]
+
+
+class RuleSet:
+    """A set of rules compiled once: sorted by kind, versions kept, and the rules that select a
+    location remembered, so a decision with many rules looks only at those its payment meets.
+
+    Immutable to its users: `select` depends only on the rules and its arguments (what it remembers
+    is the same answer computed again), so the engine stays pure. Build one per policy version and
+    rule versions, and pass it wherever a sequence of rules is taken.
+    """
+
+    __slots__ = ("_deny", "_hold", "_limits", "_selections", "member_caps", "rules", "versions")
+
+    def __init__(self, rules: Sequence[Rule]) -> None:
+        self.rules: tuple[Rule, ...] = tuple(rules)
+        self.versions: Mapping[str, int] = MappingProxyType({rule.id: rule.version for rule in self.rules})
+        self._deny = tuple(rule for rule in self.rules if rule.kind == RuleKind.DENY)
+        self._hold = tuple(rule for rule in self.rules if rule.kind == RuleKind.HOLD)
+        self._limits = tuple(
+            rule for rule in self.rules if rule.kind == RuleKind.LIMIT and not rule.is_member_cap
+        )
+        self.member_caps: tuple[Rule, ...] = tuple(rule for rule in self.rules if rule.is_member_cap)
+        self._selections: dict[tuple[str, tuple[str, ...]], _Selection] = {}
+
+    def __iter__(self) -> Any:
+        return iter(self.rules)
+
+    def __len__(self) -> int:
+        return len(self.rules)
+
+    def select(self, host: str, paths: tuple[str, ...]) -> _Selection:
+        """The rules that select a payment to `host` whose last path is `paths[-1]` (limits look at
+        that one; deny and hold rules at any of them)."""
+        key = (host, paths)
+        found = self._selections.get(key)
+        if found is None:
+            path = paths[-1]
+            found = _Selection(
+                limiting=tuple(
+                    (rule.id, rule.limit_atomic or 0, rule)
+                    for rule in self._limits
+                    if rule.matches(host, path)
+                ),
+                denying=tuple(rule for rule in self._deny if _selects(rule, host, paths)),
+                holding=tuple(rule for rule in self._hold if _selects(rule, host, paths)),
+            )
+            if len(self._selections) >= _SELECTIONS_KEPT:
+                self._selections.clear()
+            self._selections[key] = found
+        return found
+
+
+def compile_rules(rules: Sequence[Rule] | RuleSet) -> RuleSet:
+    """The rules as a RuleSet (itself, when it already is one)."""
+    return rules if isinstance(rules, RuleSet) else RuleSet(rules)
+
+
+@lru_cache(maxsize=1024)
+def _atomic_of(usd: Decimal) -> int:
+    return usd_to_atomic(usd)
+
+
+@lru_cache(maxsize=1024)
+def _lower_set(addresses: tuple[str, ...]) -> frozenset[str]:
+    return frozenset(address.lower() for address in addresses)
+
+
 def host_allowed(policy: Policy, host: str, *, listed: bool = False) -> bool:
     """Allowed hosts (or, with allowCatalogHosts, a host the catalog lists), deny hosts winning.
 
@@ -124,19 +205,16 @@ def via_catalog(policy: Policy, host: str, *, listed: bool) -> bool:
     )
 
 
-def _selects(rule: Rule, host: str, paths: Sequence[str]) -> bool:
-    return any(rule.matches(host, path) for path in paths)
-
-
 def judge_location(
-    policy: Policy, rules: Sequence[Rule], *, host: str, path: str, listed: bool = False
+    policy: Policy, rules: Sequence[Rule] | RuleSet, *, host: str, path: str, listed: bool = False
 ) -> Decision:
     """Whether a request may go to `host` at `path` at all: every denial that depends only on where
     it goes (allowed and denied hosts, deny rules, challenge hosts and paths), in REASON_ORDER."""
+    ruleset = compile_rules(rules)
     reasons: set[DenyReason] = set()
     if not host_allowed(policy, host, listed=listed):
         reasons.add(DenyReason.HOST_NOT_ALLOWED)
-    denying = [rule for rule in rules if rule.kind == RuleKind.DENY and rule.matches(host, path)]
+    denying = ruleset.select(host, (path,)).denying
     if denying:
         reasons.add(DenyReason.RULE_DENIED)
     challenge = policy.challenge
@@ -144,16 +222,15 @@ def judge_location(
         reasons.add(DenyReason.CHALLENGE_HOST_NOT_ALLOWED)
     if challenge.path_prefixes and not any(path.startswith(p) for p in challenge.path_prefixes):
         reasons.add(DenyReason.CHALLENGE_PATH_NOT_ALLOWED)
-    versions = {rule.id: rule.version for rule in rules}
     if not reasons:
-        return Decision("allow", (), policy.version, rule_versions=versions)
+        return Decision("allow", (), policy.version, rule_versions=ruleset.versions)
     return Decision(
         "deny",
         tuple(code for code in REASON_ORDER if code in reasons),
         policy.version,
         rules=tuple(rule.id for rule in denying),
         rule_scopes={rule.id: rule.scope for rule in denying},
-        rule_versions=versions,
+        rule_versions=ruleset.versions,
     )
 
 
@@ -164,33 +241,27 @@ class _Findings:
 
 
 def _rule_findings(
-    rules: Sequence[Rule], usage: Usage, payment: Payment, context: Context
+    ruleset: RuleSet, usage: Usage, payment: Payment, context: Context
 ) -> tuple[list[DenyReason], list[Rule]]:
     reasons: list[DenyReason] = []
     named: list[Rule] = []
-    selected = [rule for rule in rules if rule.matches(payment.host, payment.path)]
     # A deny rule stops a payment whose way to the challenge passed through what it denies.
-    denying = [
-        rule for rule in rules if rule.kind == RuleKind.DENY and _selects(rule, payment.host, payment.paths)
-    ]
+    selection = ruleset.select(payment.host, payment.paths)
     amount = payment.amount_atomic
     if amount is not None and amount <= 0:
         amount = None
 
-    member_caps = [rule for rule in rules if rule.is_member_cap]
+    member_caps = ruleset.member_caps
     if context.has_member and (
         not member_caps or (amount is not None and any(_exceeds(rule, usage, amount) for rule in member_caps))
     ):
         reasons.append(DenyReason.MEMBER_CAP_EXCEEDED)
-    if denying:
+    if selection.denying:
         reasons.append(DenyReason.RULE_DENIED)
-        named += denying
+        named += selection.denying
     if amount is not None:
-        limiting = [
-            rule
-            for rule in selected
-            if rule.kind == RuleKind.LIMIT and not rule.is_member_cap and _exceeds(rule, usage, amount)
-        ]
+        spent = usage.rule_spent_atomic.get
+        limiting = [rule for rule_id, limit, rule in selection.limiting if spent(rule_id, 0) + amount > limit]
         if limiting:
             reasons.append(DenyReason.RULE_LIMIT_EXCEEDED)
             named += limiting
@@ -202,8 +273,12 @@ def _exceeds(rule: Rule, usage: Usage, amount: int) -> bool:
     return usage.rule_spent_atomic.get(rule.id, 0) + amount > rule.limit_atomic
 
 
+def _selects(rule: Rule, host: str, paths: Sequence[str]) -> bool:
+    return any(rule.matches(host, path) for path in paths)
+
+
 def _findings(
-    policy: Policy, rules: Sequence[Rule], usage: Usage, payment: Payment, context: Context
+    policy: Policy, ruleset: RuleSet, usage: Usage, payment: Payment, context: Context
 ) -> _Findings:
     reasons: set[DenyReason] = set()
     listed = context.catalog is not None
@@ -215,7 +290,7 @@ def _findings(
         reasons.add(DenyReason.NETWORK_NOT_ALLOWED)
     if payment.asset is None or payment.asset not in policy.assets:
         reasons.add(DenyReason.ASSET_NOT_ALLOWED)
-    if payment.pay_to.lower() in {addr.lower() for addr in policy.pay_to_deny}:
+    if policy.pay_to_deny and payment.pay_to.lower() in _lower_set(policy.pay_to_deny):
         reasons.add(DenyReason.PAY_TO_DENIED)
     if policy.verified_sellers_only or via_catalog(policy, payment.host, listed=listed):
         if context.catalog is None:
@@ -231,7 +306,7 @@ def _findings(
     ):
         reasons.add(DenyReason.CHALLENGE_PATH_NOT_ALLOWED)
 
-    rule_reasons, named = _rule_findings(rules, usage, payment, context)
+    rule_reasons, named = _rule_findings(ruleset, usage, payment, context)
     reasons.update(rule_reasons)
 
     amount = payment.amount_atomic
@@ -249,22 +324,22 @@ def _findings(
             reasons.add(DenyReason.VELOCITY_USD_EXCEEDED)
         if challenge.max_usd is not None and amount > _atomic(challenge.max_usd):
             reasons.add(DenyReason.CHALLENGE_AMOUNT_EXCEEDED)
+    if not reasons:
+        return _Findings((), tuple(named))
     return _Findings(tuple(code for code in REASON_ORDER if code in reasons), tuple(named))
 
 
 def _atomic(usd: Decimal) -> int:
-    return usd_to_atomic(usd)
+    return _atomic_of(usd)
 
 
 def hold_reasons(
-    policy: Policy, rules: Sequence[Rule], payment: Payment, context: Context
+    policy: Policy, rules: Sequence[Rule] | RuleSet, payment: Payment, context: Context
 ) -> tuple[tuple[HoldReason, ...], tuple[Rule, ...]]:
     """Every hold that applies to a payment that passed every rule, in HOLD_ORDER, and the hold
     rules behind a `rule` hold."""
     reasons: list[HoldReason] = []
-    holding = tuple(
-        rule for rule in rules if rule.kind == RuleKind.HOLD and _selects(rule, payment.host, payment.paths)
-    )
+    holding = compile_rules(rules).select(payment.host, payment.paths).holding
     if holding:
         reasons.append(HoldReason.RULE)
     if via_catalog(policy, payment.host, listed=context.catalog is not None):
@@ -282,23 +357,30 @@ def hold_reasons(
 
 
 def hold_reason(
-    policy: Policy, rules: Sequence[Rule], payment: Payment, context: Context
+    policy: Policy, rules: Sequence[Rule] | RuleSet, payment: Payment, context: Context
 ) -> tuple[HoldReason | None, tuple[Rule, ...]]:
     """The first hold that applies to a payment that passed every rule, and the rules behind it."""
     reasons, holding = hold_reasons(policy, rules, payment, context)
     return (reasons[0] if reasons else None), holding
 
 
+_NO_CONTEXT = Context()
+
+
 def evaluate(
     policy: Policy,
-    rules: Sequence[Rule],
+    rules: Sequence[Rule] | RuleSet,
     usage: Usage,
     payment: Payment,
     context: Context | None = None,
 ) -> Decision:
-    context = context or Context()
-    versions = {rule.id: rule.version for rule in rules}
-    findings = _findings(policy, rules, usage, payment, context)
+    """The decision on one payment. `rules` may be a RuleSet compiled once (compile_rules) for
+    every decision under the same rule versions: then a decision looks only at the rules its
+    payment meets."""
+    context = context or _NO_CONTEXT
+    ruleset = compile_rules(rules)
+    versions = ruleset.versions
+    findings = _findings(policy, ruleset, usage, payment, context)
     if findings.reasons:
         return Decision(
             "deny",
@@ -308,7 +390,7 @@ def evaluate(
             rule_scopes={rule.id: rule.scope for rule in findings.rules},
             rule_versions=versions,
         )
-    reasons, holding = hold_reasons(policy, rules, payment, context)
+    reasons, holding = hold_reasons(policy, ruleset, payment, context)
     if reasons:
         return Decision(
             "hold",

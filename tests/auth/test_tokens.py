@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
+from sqlalchemy import event
+from sqlalchemy.engine import Connection
 from sqlmodel import select
 
 from auth.principal import Principal
@@ -14,7 +17,7 @@ from auth.verifier import InvalidToken, TokenVerifier
 from server.kit.clock import FrozenClock, SystemClock
 from server.kit.db import Database
 from server.kit.errors import PaywardenError
-from server.models import AccessToken, AuditEvent
+from server.models import AccessToken, Agent, AuditEvent
 from server.tenancy.service import create_agent, create_org
 
 AUDIENCE = "http://127.0.0.1:8402/mcp"
@@ -115,3 +118,30 @@ def test_ttl_bounds_are_enforced(db: Database) -> None:
         _issue(db, org_id, agent_id, clock, ttl=10)
     with pytest.raises(PaywardenError):
         _issue(db, org_id, agent_id, clock, ttl=int(timedelta(days=400).total_seconds()))
+
+
+def test_a_token_is_verified_with_one_statement_and_a_disabled_agent_at_once(db: Database) -> None:
+    org_id, agent_id = _agent(db)
+    clock = FrozenClock(SystemClock().now())
+    verifier = TokenVerifier(db, clock)
+    _, token = _issue(db, org_id, agent_id, clock)
+    sent: list[str] = []
+
+    def record(_conn: Connection, _cursor: Any, statement: str, *_: Any) -> None:
+        if not statement.startswith(("BEGIN", "COMMIT", "ROLLBACK")):
+            sent.append(statement)
+
+    event.listen(db.engine, "before_cursor_execute", record)
+    try:
+        assert verifier.verify(token, audience=AUDIENCE).agent_id == agent_id
+    finally:
+        event.remove(db.engine, "before_cursor_execute", record)
+    assert len(sent) == 1, sent  # the token and its agent's standing together; nothing cached
+
+    with db.write() as session:
+        agent = session.get(Agent, agent_id)
+        assert agent is not None
+        agent.disabled_at = clock.now()
+        session.add(agent)
+    with pytest.raises(InvalidToken, match="disabled"):
+        verifier.verify(token, audience=AUDIENCE)

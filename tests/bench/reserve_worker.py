@@ -20,6 +20,7 @@ from collections import Counter
 from datetime import datetime, timedelta
 
 from server.kit.db import Database
+from tests.support.databases import TEST_AUDIT_KEY
 from tests.support.ledger import facts, reserve_now
 
 AMOUNT = 1  # one atomic unit: no cap is ever reached, so every reservation is authorised
@@ -40,7 +41,8 @@ def run(db: Database, agents: list[str], seconds: float, start: datetime) -> Cou
 
 
 def main() -> None:
-    db = Database(sys.argv[1], pool_size=POOL_SIZE)
+    # The databases' own audit key (tests/support/databases.py): a reservation writes an audit event.
+    db = Database(sys.argv[1], pool_size=POOL_SIZE, audit_key=TEST_AUDIT_KEY)
     for line in sys.stdin:
         command = json.loads(line)
         agents = list(command["agents"])

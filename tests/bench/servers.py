@@ -72,7 +72,9 @@ def paywarden(
 
 
 def chain(anvil: Any, token_address: str, *, rpc_url: str | None = None) -> dict[str, str]:
-    return chain_environ(rpc_url=rpc_url or anvil.rpc_url, token_address=token_address)
+    # Paywarden's defaults: a paid answer never waits on the chain (the tests' servers look once).
+    environ = chain_environ(rpc_url=rpc_url or anvil.rpc_url, token_address=token_address)
+    return {**environ, "PAYWARDEN_SETTLEMENT_WAIT_MS": "0"}
 
 
 def fresh_block(anvil: Any) -> None:

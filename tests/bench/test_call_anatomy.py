@@ -52,13 +52,15 @@ class Tally:
 @contextmanager
 def watched(db: Database) -> Iterator[Tally]:
     tally = Tally()
-    event.listen(db.engine, "before_cursor_execute", tally.statement)
-    event.listen(db.engine, "begin", tally.begin)
+    for engine in db.engines:  # SQLite's durable writes go through an engine of their own
+        event.listen(engine, "before_cursor_execute", tally.statement)
+        event.listen(engine, "begin", tally.begin)
     try:
         yield tally
     finally:
-        event.remove(db.engine, "before_cursor_execute", tally.statement)
-        event.remove(db.engine, "begin", tally.begin)
+        for engine in db.engines:
+            event.remove(engine, "before_cursor_execute", tally.statement)
+            event.remove(engine, "begin", tally.begin)
 
 
 async def test_what_one_call_does(

@@ -31,7 +31,7 @@ import pytest
 from server.kit.clock import SystemClock
 from server.kit.db import Database
 from server.models.enums import RuleScope
-from server.policy.engine import Context, Payment, Usage, evaluate
+from server.policy.engine import Context, Payment, Usage, compile_rules, evaluate
 from server.policy.model import Policy, host_patterns
 from server.policy.rules import Rule
 from server.policy.service import PolicyChanges, set_policy
@@ -107,7 +107,7 @@ def test_engine_decisions_per_second(bench: BenchSettings, table: BenchTable) ->
     payment = Payment(HOST, "/v1/search", "eip155:84532", "USDC", PAYEE, 10_000, HOST)
     context = Context(pay_to_known=True)
     for count in bench.rule_counts:
-        rules = engine_rules(count)
+        rules = compile_rules(engine_rules(count))  # once per rule versions, as the ledger's Standing does
         usage = Usage(
             spent_today_atomic=50_000,
             window_tx_count=2,

@@ -116,6 +116,32 @@ def _spend(intents: IntentRepository, *, spend: SpendFilter, since: datetime) ->
     return intents.counted_spend(spend, since=since, never_sent=NEVER_SENT_FAILURES)
 
 
+def _spends(intents: IntentRepository, *, spends: list[tuple[SpendFilter, datetime]]) -> object:
+    return intents.counted_spends(spends, never_sent=NEVER_SENT_FAILURES)
+
+
+@pytest.mark.parametrize(
+    ("status", "index"),
+    [
+        (None, "ix_payment_intents_agent_created_id"),
+        (IntentStatus.FAILED, "ix_payment_intents_agent_status_created"),
+    ],
+)
+def test_a_page_of_list_payments_is_read_in_index_order(
+    db: Database, ledger: dict[str, str], status: IntentStatus | None, index: str
+) -> None:
+    """The newest first, by (created_at, id), for one status or all: the index holds that order, so
+    a page is the first rows of one index range, with nothing sorted and no other status walked."""
+    sql, params = statement_of(db, partial(_newest, agent_id=ledger["agent"], status=status))
+    lines = plan(db, sql, params)
+    text = "\n".join(lines)
+    assert index in text, text
+    if db.is_sqlite:
+        assert "TEMP B-TREE" not in text, text
+    else:
+        assert "Sort" not in text, text
+
+
 def test_the_hot_reads_use_an_index(db: Database, ledger: dict[str, str]) -> None:
     now = SystemClock().now()
     cases: dict[str, Callable[[IntentRepository], object]] = {}
@@ -138,6 +164,12 @@ def test_the_hot_reads_use_an_index(db: Database, ledger: dict[str, str]) -> Non
     cases["counted spend, velocity window"] = partial(
         _spend, spend=velocity, since=now - timedelta(seconds=60)
     )
+    every = [(velocity, now - timedelta(seconds=60))] + [
+        (SpendFilter(ledger["org"], scope, ledger[keys[scope]], host, path), window_start(window, now))
+        for scope, host, path in SPEND_CASES
+        for window in WINDOWS
+    ]
+    cases["counted spends, every scope and window in one statement"] = partial(_spends, spends=every)
 
     failures = []
     for name, call in cases.items():

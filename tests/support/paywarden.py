@@ -55,11 +55,14 @@ def chain_environ(
     *, rpc_url: str, token_address: str, network: str = "eip155:84532", confirmations: int = 0
 ) -> dict[str, str]:
     """A chain for a test server. A transfer settles in the block that holds it unless the test asks
-    for more confirmations: anvil mines a block only when asked to."""
+    for more confirmations: anvil mines a block only when asked to. A paid answer waits for its one
+    look at the chain when the seller named the transaction, so a test reads the chain's word in
+    it; tests of the default (answer `pending`, settle in the background) set the wait to 0."""
     return {
         "PAYWARDEN_RPC_URLS": json.dumps({network: rpc_url}),
         "PAYWARDEN_ASSETS": json.dumps({network: token_address}),
         "PAYWARDEN_CONFIRMATIONS": json.dumps({network: confirmations}),
+        "PAYWARDEN_SETTLEMENT_WAIT_MS": "5000",
     }
 
 
