@@ -2,7 +2,7 @@
 single-use nonce (a decision with a passkey), and pending approvals are announced through an outbox.
 
 Revision ID: 20261201_0011
-Revises: 20261130_0009
+Revises: 20261201_0010
 Create Date: 2026-12-01
 """
 
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "20261201_0011"
-down_revision: str | None = "20261130_0009"
+down_revision: str | None = "20261201_0010"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
