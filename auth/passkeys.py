@@ -297,8 +297,7 @@ def authenticate(
         raise ChallengeExpired()
     answer = _credential(credential)
     passkeys = PasskeyRepository(session)
-    raw_id = answer.get("rawId") or answer.get("id")
-    passkey = passkeys.by_credential_id(raw_id) if isinstance(raw_id, str) and len(raw_id) <= 1400 else None
+    passkey = _answering_passkey(passkeys, answer)
     if passkey is None:
         raise PasskeyNotRecognised()
     member = MemberAccountRepository(session).by_id(passkey.member_id)
@@ -312,20 +311,9 @@ def authenticate(
     try:
         if handle and base64url_to_bytes(handle) != member.id.encode():
             raise PasskeyNotRecognised()
-        verified = verify_authentication_response(
-            credential=answer,
-            expected_challenge=challenge.challenge,
-            expected_rp_id=rp.rp_id,
-            expected_origin=rp.origin,
-            credential_public_key=passkey.public_key,
-            credential_current_sign_count=passkey.sign_count,
-            require_user_verification=True,
-        )
     except _CEREMONY_ERRORS as exc:
         raise PasskeyCheckFailed() from exc
-    passkey.sign_count = verified.new_sign_count
-    passkey.last_used_at = now
-    passkeys.add(passkey)
+    _check_assertion(passkeys, passkey, answer, expected_challenge=challenge.challenge, rp=rp, now=now)
     audit(
         session,
         org_id=member.org_id,
@@ -388,11 +376,30 @@ def verify_confirmation(
     """The passkey of `member` that signed `expected_challenge`, user verified; anything else
     (another member's passkey, another challenge, no user verification) is PasskeyCheckFailed."""
     answer = _credential(credential)
-    raw_id = answer.get("rawId") or answer.get("id")
     passkeys = PasskeyRepository(session)
-    passkey = passkeys.by_credential_id(raw_id) if isinstance(raw_id, str) and len(raw_id) <= 1400 else None
+    passkey = _answering_passkey(passkeys, answer)
     if passkey is None or passkey.member_id != member.id:
         raise PasskeyCheckFailed()
+    _check_assertion(passkeys, passkey, answer, expected_challenge=expected_challenge, rp=rp, now=now)
+    return passkey
+
+
+def _answering_passkey(passkeys: PasskeyRepository, answer: dict[str, Any]) -> MemberPasskey | None:
+    raw_id = answer.get("rawId") or answer.get("id")
+    return passkeys.by_credential_id(raw_id) if isinstance(raw_id, str) and len(raw_id) <= 1400 else None
+
+
+def _check_assertion(
+    passkeys: PasskeyRepository,
+    passkey: MemberPasskey,
+    answer: dict[str, Any],
+    *,
+    expected_challenge: bytes,
+    rp: RelyingParty,
+    now: datetime,
+) -> None:
+    """The assertion signs `expected_challenge` with `passkey`, user verified, on this site; the
+    passkey's counter moves on. Anything else is PasskeyCheckFailed."""
     try:
         verified = verify_authentication_response(
             credential=answer,
@@ -408,7 +415,6 @@ def verify_confirmation(
     passkey.sign_count = verified.new_sign_count
     passkey.last_used_at = now
     passkeys.add(passkey)
-    return passkey
 
 
 def passkeys_of(session: Session, principal: Principal) -> list[MemberPasskey]:
