@@ -28,7 +28,16 @@ from server.kit.db import Database
 from server.mcp.held_payments import PROMPT_MESSAGE
 from tests.support.chain import TestToken
 from tests.support.clocks import ShiftedClock
-from tests.support.elicitation import LEGACY, MODERN, RawSession, UrlElicitations, decide, eliciting_client
+from tests.support.elicitation import (
+    LEGACY,
+    MODERN,
+    RawSession,
+    UrlElicitations,
+    approval_id_of,
+    call_while_deciding,
+    decide,
+    eliciting_client,
+)
 from tests.support.fixtures_chain import FundedWallet
 from tests.support.paywarden import RunningServer, chain_environ, error_of, serve, structured
 from tests.support.seller import Seller
@@ -66,19 +75,11 @@ async def _call_and_decide(
 ) -> CallToolResult:
     """Call fetch_paid; once the client was asked, a person decides from another process while
     the call waits."""
-    result: list[CallToolResult] = []
 
-    async def call() -> None:
-        result.append(await client.call_tool("fetch_paid", arguments))
+    async def by_command_line(request: ElicitRequestURLParams) -> object:
+        return await decide(database_url, approval_id_of(request), member=member, approve=approve)
 
-    async with anyio.create_task_group() as group:
-        group.start_soon(call)
-        with anyio.fail_after(20):
-            await elicitations.asked.wait()
-        request = elicitations.only()
-        approval_id = request.url.rsplit("/", 1)[1]
-        await decide(database_url, approval_id, member=member, approve=approve)
-    return result[0]
+    return await call_while_deciding(client, arguments, elicitations, by_command_line)
 
 
 # -- protocol 2025-11-25, stateful session ---------------------------------------------------

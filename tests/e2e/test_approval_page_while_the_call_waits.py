@@ -1,0 +1,258 @@
+"""A held payment approved on a phone with a passkey while the agent's call waits, end to end:
+the official MCP client (declaring URL elicitation) calls `fetch_paid` against a real server, a
+real x402 seller and anvil; the payment is held; a member signed in with a passkey in headless
+Chromium, on a 390-pixel phone, opens the URL the client was asked to open and decides there.
+
+- protocol 2025-11-25 on a stateful session: approved, the same waiting call returns `paid` with
+  the transfer on chain; denied, it ends in `approval_denied` and nothing moves;
+- two `paywarden serve` processes on one database behind a proxy with affinity on
+  `Mcp-Session-Id`: the call waits in process A, the member's browser is served by process B,
+  and B's decision wakes A's call, which pays;
+- protocol 2026-07-28: `input_required` with the URL and a sealed `requestState`; the member
+  approves on the page; the client's retry with that state pays.
+
+Screenshots of the page before and after each decision are kept in the test output."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp_types import CallToolResult, ElicitRequest, ElicitRequestURLParams, ElicitResult, InputRequiredResult
+from playwright.async_api import Page
+
+from server.kit.db import Database
+from server.mcp.held_payments import PROMPT_MESSAGE
+from tests.e2e.test_approvals import Money
+from tests.support.affinity_proxy import AffinityProxy
+from tests.support.approval_page import decide_on_page, enrol_member
+from tests.support.browser import PHONE, Screenshots, VirtualAuthenticator
+from tests.support.chain import Anvil, TestToken, free_port
+from tests.support.databases import migrated_database
+from tests.support.elicitation import (
+    LEGACY,
+    MODERN,
+    UrlElicitations,
+    approval_id_of,
+    call_while_deciding,
+    eliciting_client,
+)
+from tests.support.fixtures_chain import FundedWallet
+from tests.support.paywarden import RunningServer, chain_environ, error_of, serve, settings_for, structured
+from tests.support.processes import serve_processes
+from tests.support.seller import Seller
+from tests.support.tenants import AgentSetup, make_agent
+
+pytestmark = [pytest.mark.anyio, pytest.mark.chain]
+
+PREMIUM = 10_000  # 0.01 USDC
+HEADING = "Approve 0.01 USD to 127.0.0.1?"
+TEST_TIMEOUT_S = 90
+# Long enough for a person to open the page and decide; the call ends at the first 2-second poll
+# after the decision, so the limit itself costs nothing.
+WAIT_MS = 30_000
+
+
+def _environ(anvil: Anvil, test_usdc: TestToken, *, wait_ms: int) -> dict[str, str]:
+    return {
+        **chain_environ(rpc_url=anvil.rpc_url, token_address=test_usdc.address),
+        "PAYWARDEN_APPROVAL_WAIT_MS": str(wait_ms),
+    }
+
+
+@pytest.fixture
+def server(sqlite_db: Database, anvil: Anvil, test_usdc: TestToken) -> Iterator[RunningServer]:
+    with serve(sqlite_db.url, extra=_environ(anvil, test_usdc, wait_ms=WAIT_MS)) as running:
+        yield running
+
+
+@pytest.fixture
+def postgres_db(tmp_path: Path) -> Iterator[Database]:
+    with migrated_database("postgres", tmp_path) as database:
+        yield database
+
+
+def _agent(db: Database, server: RunningServer | Any, wallet: FundedWallet) -> AgentSetup:
+    """An agent whose first payment to the seller is held: the organisation never paid it."""
+    return make_agent(db, server.settings, allow_hosts=["127.0.0.1"], wallet_key=wallet.private_key)
+
+
+def _paid_on_chain(result: CallToolResult, anvil: Anvil, money: Money) -> None:
+    paid = structured(result)
+    assert (paid["status"], paid["replayed"], paid["receipt"]["state"]) == ("paid", False, "settled")
+    receipt = anvil.w3.eth.get_transaction_receipt(paid["receipt"]["txHash"])
+    assert receipt["status"] == 1
+    assert money.moved() == PREMIUM
+    assert money.signatures("/premium") == 1
+
+
+def _asked_for_the_page(request: ElicitRequestURLParams, public_url: str) -> None:
+    assert (request.mode, request.message) == ("url", PROMPT_MESSAGE)
+    assert request.url == f"{public_url}/approvals/{approval_id_of(request)}"
+    assert approval_id_of(request).startswith("apr_")
+
+
+@pytest.mark.parametrize("approve", [True, False], ids=["approved", "denied"])
+async def test_a_waiting_call_is_decided_on_a_phone_with_a_passkey(
+    approve: bool,
+    server: RunningServer,
+    sqlite_db: Database,
+    anvil: Anvil,
+    seller: Seller,
+    test_usdc: TestToken,
+    funded_wallet: FundedWallet,
+    page: Page,
+    authenticator: VirtualAuthenticator,
+    screenshots: Screenshots,
+) -> None:
+    setup = _agent(sqlite_db, server, funded_wallet)
+    money = Money(test_usdc, seller, funded_wallet.address)
+    elicitations = UrlElicitations("accept")
+    await page.set_viewport_size(PHONE)
+    pages_url = server.settings.pages_url
+
+    async def on_the_page(request: ElicitRequestURLParams) -> None:
+        await decide_on_page(
+            page,
+            request.url,
+            approve=approve,
+            screenshots=screenshots,
+            pages_url=pages_url,
+            heading=HEADING,
+            payee=seller.pay_to,
+        )
+
+    with anyio.fail_after(TEST_TIMEOUT_S):
+        await enrol_member(page, pages_url=pages_url, db=sqlite_db, org_id=setup.org_id)
+        async with eliciting_client(
+            server.mcp_url, setup.token, mode=LEGACY, elicitations=elicitations
+        ) as client:
+            assert client.protocol_version == "2025-11-25"
+            started = time.monotonic()
+            result = await call_while_deciding(
+                client, {"url": seller.url("/premium"), "maxAmountUsd": "1.00"}, elicitations, on_the_page
+            )
+            waited = time.monotonic() - started
+    _asked_for_the_page(elicitations.only(), server.settings.public_url)
+    assert elicitations.only().elicitation_id
+    assert waited < WAIT_MS / 1000 / 2, "the call was not woken by the decision"
+    if approve:
+        _paid_on_chain(result, anvil, money)
+    else:
+        assert error_of(result)["code"] == "approval_denied"
+        assert money.moved() == 0
+        assert money.signatures("/premium") == 0
+
+
+async def test_an_approval_on_process_b_wakes_the_call_waiting_on_process_a(
+    postgres_db: Database,
+    anvil: Anvil,
+    seller: Seller,
+    test_usdc: TestToken,
+    funded_wallet: FundedWallet,
+    tmp_path: Path,
+    page: Page,
+    authenticator: VirtualAuthenticator,
+    screenshots: Screenshots,
+) -> None:
+    extra = _environ(anvil, test_usdc, wait_ms=WAIT_MS)
+    port = free_port()
+    public_url = f"http://127.0.0.1:{port}"  # the load balancer's: both processes serve it
+    with (
+        serve_processes(
+            2, database_url=postgres_db.url, extra=extra, workdir=tmp_path, public_url=public_url
+        ) as (_, servers),
+        AffinityProxy([server.base_url for server in servers], port=port) as proxy,
+    ):
+        settings = settings_for(database_url=postgres_db.url, port=port, extra=extra)
+        setup = make_agent(
+            postgres_db, settings, allow_hosts=["127.0.0.1"], wallet_key=funded_wallet.private_key
+        )
+        money = Money(test_usdc, seller, funded_wallet.address)
+        elicitations = UrlElicitations("accept")
+        await page.set_viewport_size(PHONE)
+        with anyio.fail_after(TEST_TIMEOUT_S):
+            async with eliciting_client(
+                f"{proxy.url}/mcp", setup.token, mode=LEGACY, elicitations=elicitations
+            ) as client:
+                (session_id,) = proxy.sessions
+                a = proxy.backend_of(session_id)
+                b = next(server.base_url for server in servers if server.base_url != a)
+                proxy.pinned = b  # the browser, without a session, is served by B only
+                await enrol_member(page, pages_url=settings.pages_url, db=postgres_db, org_id=setup.org_id)
+
+                async def on_b(request: ElicitRequestURLParams) -> None:
+                    await decide_on_page(
+                        page,
+                        request.url,
+                        approve=True,
+                        screenshots=screenshots,
+                        pages_url=settings.pages_url,
+                        heading=HEADING,
+                        payee=seller.pay_to,
+                    )
+
+                result = await call_while_deciding(
+                    client, {"url": seller.url("/premium")}, elicitations, on_b
+                )
+    request = elicitations.only()
+    _asked_for_the_page(request, public_url)
+    _paid_on_chain(result, anvil, money)
+    decision = f"/approvals/{approval_id_of(request)}/verify"
+    assert [backend for backend, method, path in proxy.requests if path == decision] == [b]
+    assert {backend for backend, _, path in proxy.requests if path == "/mcp"} == {a}
+    assert proxy.sessions == {session_id: a}
+
+
+async def test_modern_input_required_approved_on_the_page_then_the_retry_pays(
+    sqlite_db: Database,
+    anvil: Anvil,
+    seller: Seller,
+    test_usdc: TestToken,
+    funded_wallet: FundedWallet,
+    page: Page,
+    authenticator: VirtualAuthenticator,
+    screenshots: Screenshots,
+) -> None:
+    # The retry comes after the decision: it pays at once, nothing waits.
+    with serve(sqlite_db.url, extra=_environ(anvil, test_usdc, wait_ms=0)) as server:
+        setup = _agent(sqlite_db, server, funded_wallet)
+        money = Money(test_usdc, seller, funded_wallet.address)
+        arguments = {"url": seller.url("/premium"), "maxAmountUsd": "1.00"}
+        await page.set_viewport_size(PHONE)
+        with anyio.fail_after(TEST_TIMEOUT_S):
+            await enrol_member(page, pages_url=server.settings.pages_url, db=sqlite_db, org_id=setup.org_id)
+            async with eliciting_client(
+                server.mcp_url, setup.token, mode=MODERN, elicitations=UrlElicitations()
+            ) as client:
+                first = await client.session.call_tool("fetch_paid", arguments, allow_input_required=True)
+                assert isinstance(first, InputRequiredResult), first
+                assert first.input_requests is not None
+                assert first.request_state is not None
+                (ask,) = first.input_requests.values()
+                assert isinstance(ask, ElicitRequest)
+                assert isinstance(ask.params, ElicitRequestURLParams)
+                _asked_for_the_page(ask.params, server.settings.public_url)
+                await decide_on_page(
+                    page,
+                    ask.params.url,
+                    approve=True,
+                    screenshots=screenshots,
+                    pages_url=server.settings.pages_url,
+                    heading=HEADING,
+                    payee=seller.pay_to,
+                )
+                assert money.signatures("/premium") == 0
+                retried = await client.session.call_tool(
+                    "fetch_paid",
+                    arguments,
+                    input_responses={"approval": ElicitResult(action="accept")},
+                    request_state=first.request_state,
+                    allow_input_required=True,
+                )
+        assert isinstance(retried, CallToolResult)
+        _paid_on_chain(retried, anvil, money)
