@@ -16,14 +16,15 @@ Screenshots of the page before and after each decision are kept in the test outp
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 from mcp_types import CallToolResult, ElicitRequest, ElicitRequestURLParams, ElicitResult, InputRequiredResult
-from playwright.async_api import Page
+from playwright.async_api import Page, expect
 
 from server.kit.db import Database
 from server.mcp.held_payments import PROMPT_MESSAGE
@@ -76,6 +77,38 @@ def postgres_db(tmp_path: Path) -> Iterator[Database]:
         yield database
 
 
+@dataclass(frozen=True)
+class Phone:
+    """A member's phone: Chromium 390 pixels wide with a passkey authenticator."""
+
+    page: Page
+    screenshots: Screenshots
+
+    def deciding(
+        self, pages_url: str, seller: Seller, *, approve: bool
+    ) -> Callable[[ElicitRequestURLParams], Awaitable[None]]:
+        """The member opening an elicited URL and deciding there with the passkey."""
+
+        async def decide(request: ElicitRequestURLParams) -> None:
+            await decide_on_page(
+                self.page,
+                request.url,
+                approve=approve,
+                screenshots=self.screenshots,
+                pages_url=pages_url,
+                heading=HEADING,
+                payee=seller.pay_to,
+            )
+
+        return decide
+
+
+@pytest.fixture
+async def phone(page: Page, authenticator: VirtualAuthenticator, screenshots: Screenshots) -> Phone:
+    await page.set_viewport_size(PHONE)
+    return Phone(page, screenshots)
+
+
 def _agent(db: Database, server: RunningServer | Any, wallet: FundedWallet) -> AgentSetup:
     """An agent whose first payment to the seller is held: the organisation never paid it."""
     return make_agent(db, server.settings, allow_hosts=["127.0.0.1"], wallet_key=wallet.private_key)
@@ -105,36 +138,24 @@ async def test_a_waiting_call_is_decided_on_a_phone_with_a_passkey(
     seller: Seller,
     test_usdc: TestToken,
     funded_wallet: FundedWallet,
-    page: Page,
-    authenticator: VirtualAuthenticator,
-    screenshots: Screenshots,
+    phone: Phone,
 ) -> None:
     setup = _agent(sqlite_db, server, funded_wallet)
     money = Money(test_usdc, seller, funded_wallet.address)
     elicitations = UrlElicitations("accept")
-    await page.set_viewport_size(PHONE)
     pages_url = server.settings.pages_url
-
-    async def on_the_page(request: ElicitRequestURLParams) -> None:
-        await decide_on_page(
-            page,
-            request.url,
-            approve=approve,
-            screenshots=screenshots,
-            pages_url=pages_url,
-            heading=HEADING,
-            payee=seller.pay_to,
-        )
-
     with anyio.fail_after(TEST_TIMEOUT_S):
-        await enrol_member(page, pages_url=pages_url, db=sqlite_db, org_id=setup.org_id)
+        await enrol_member(phone.page, pages_url=pages_url, db=sqlite_db, org_id=setup.org_id)
         async with eliciting_client(
             server.mcp_url, setup.token, mode=LEGACY, elicitations=elicitations
         ) as client:
             assert client.protocol_version == "2025-11-25"
             started = time.monotonic()
             result = await call_while_deciding(
-                client, {"url": seller.url("/premium"), "maxAmountUsd": "1.00"}, elicitations, on_the_page
+                client,
+                {"url": seller.url("/premium"), "maxAmountUsd": "1.00"},
+                elicitations,
+                phone.deciding(pages_url, seller, approve=approve),
             )
             waited = time.monotonic() - started
     _asked_for_the_page(elicitations.only(), server.settings.public_url)
@@ -146,6 +167,11 @@ async def test_a_waiting_call_is_decided_on_a_phone_with_a_passkey(
         assert error_of(result)["code"] == "approval_denied"
         assert money.moved() == 0
         assert money.signatures("/premium") == 0
+    # The page now says what became of it: the call that waited used the approval up.
+    await phone.page.reload()
+    status = "consumed" if approve else "denied"
+    await expect(phone.page.get_by_role("heading", level=1)).to_have_text(f"Approval: {status}")
+    await phone.screenshots.take(phone.page, "after-the-call")
 
 
 async def test_an_approval_on_process_b_wakes_the_call_waiting_on_process_a(
@@ -155,9 +181,7 @@ async def test_an_approval_on_process_b_wakes_the_call_waiting_on_process_a(
     test_usdc: TestToken,
     funded_wallet: FundedWallet,
     tmp_path: Path,
-    page: Page,
-    authenticator: VirtualAuthenticator,
-    screenshots: Screenshots,
+    phone: Phone,
 ) -> None:
     extra = _environ(anvil, test_usdc, wait_ms=WAIT_MS)
     port = free_port()
@@ -174,7 +198,6 @@ async def test_an_approval_on_process_b_wakes_the_call_waiting_on_process_a(
         )
         money = Money(test_usdc, seller, funded_wallet.address)
         elicitations = UrlElicitations("accept")
-        await page.set_viewport_size(PHONE)
         with anyio.fail_after(TEST_TIMEOUT_S):
             async with eliciting_client(
                 f"{proxy.url}/mcp", setup.token, mode=LEGACY, elicitations=elicitations
@@ -183,18 +206,10 @@ async def test_an_approval_on_process_b_wakes_the_call_waiting_on_process_a(
                 a = proxy.backend_of(session_id)
                 b = next(server.base_url for server in servers if server.base_url != a)
                 proxy.pinned = b  # the browser, without a session, is served by B only
-                await enrol_member(page, pages_url=settings.pages_url, db=postgres_db, org_id=setup.org_id)
-
-                async def on_b(request: ElicitRequestURLParams) -> None:
-                    await decide_on_page(
-                        page,
-                        request.url,
-                        approve=True,
-                        screenshots=screenshots,
-                        pages_url=settings.pages_url,
-                        heading=HEADING,
-                        payee=seller.pay_to,
-                    )
+                await enrol_member(
+                    phone.page, pages_url=settings.pages_url, db=postgres_db, org_id=setup.org_id
+                )
+                on_b = phone.deciding(settings.pages_url, seller, approve=True)
 
                 result = await call_while_deciding(
                     client, {"url": seller.url("/premium")}, elicitations, on_b
@@ -214,18 +229,17 @@ async def test_modern_input_required_approved_on_the_page_then_the_retry_pays(
     seller: Seller,
     test_usdc: TestToken,
     funded_wallet: FundedWallet,
-    page: Page,
-    authenticator: VirtualAuthenticator,
-    screenshots: Screenshots,
+    phone: Phone,
 ) -> None:
     # The retry comes after the decision: it pays at once, nothing waits.
     with serve(sqlite_db.url, extra=_environ(anvil, test_usdc, wait_ms=0)) as server:
         setup = _agent(sqlite_db, server, funded_wallet)
         money = Money(test_usdc, seller, funded_wallet.address)
         arguments = {"url": seller.url("/premium"), "maxAmountUsd": "1.00"}
-        await page.set_viewport_size(PHONE)
         with anyio.fail_after(TEST_TIMEOUT_S):
-            await enrol_member(page, pages_url=server.settings.pages_url, db=sqlite_db, org_id=setup.org_id)
+            await enrol_member(
+                phone.page, pages_url=server.settings.pages_url, db=sqlite_db, org_id=setup.org_id
+            )
             async with eliciting_client(
                 server.mcp_url, setup.token, mode=MODERN, elicitations=UrlElicitations()
             ) as client:
@@ -237,15 +251,7 @@ async def test_modern_input_required_approved_on_the_page_then_the_retry_pays(
                 assert isinstance(ask, ElicitRequest)
                 assert isinstance(ask.params, ElicitRequestURLParams)
                 _asked_for_the_page(ask.params, server.settings.public_url)
-                await decide_on_page(
-                    page,
-                    ask.params.url,
-                    approve=True,
-                    screenshots=screenshots,
-                    pages_url=server.settings.pages_url,
-                    heading=HEADING,
-                    payee=seller.pay_to,
-                )
+                await phone.deciding(server.settings.pages_url, seller, approve=True)(ask.params)
                 assert money.signatures("/premium") == 0
                 retried = await client.session.call_tool(
                     "fetch_paid",
