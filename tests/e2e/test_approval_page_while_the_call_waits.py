@@ -28,6 +28,7 @@ from playwright.async_api import Page, expect
 
 from server.kit.db import Database
 from server.mcp.held_payments import PROMPT_MESSAGE
+from server.web.pages.approvals import PAID
 from tests.e2e.test_approvals import Money
 from tests.support.affinity_proxy import AffinityProxy
 from tests.support.approval_page import decide_on_page, enrol_member
@@ -169,8 +170,9 @@ async def test_a_waiting_call_is_decided_on_a_phone_with_a_passkey(
         assert money.signatures("/premium") == 0
     # The page now says what became of it: the call that waited used the approval up.
     await phone.page.reload()
-    status = "consumed" if approve else "denied"
+    status, said = ("consumed", PAID) if approve else ("denied", "Nothing will be paid.")
     await expect(phone.page.get_by_role("heading", level=1)).to_have_text(f"Approval: {status}")
+    await expect(phone.page.get_by_text(said)).to_be_visible()
     await phone.screenshots.take(phone.page, "after-the-call")
 
 
