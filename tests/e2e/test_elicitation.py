@@ -117,6 +117,7 @@ async def test_an_elicited_approval_lets_the_same_call_pay(
         assert request.url.startswith(f"{server.settings.public_url}/approvals/apr_")
         assert request.elicitation_id
         assert waited < 10  # woken by the poll (every 2 s), not by the 20 s limit
+        assert elicitations.completed == [request.elicitation_id]
 
 
 async def test_an_elicited_denial_ends_the_call_in_approval_denied(
@@ -139,6 +140,7 @@ async def test_an_elicited_denial_ends_the_call_in_approval_denied(
             )
         assert error_of(result)["code"] == "approval_denied"
         assert test_usdc.balance_of(seller.pay_to) == before
+        assert elicitations.completed == [elicitations.only().elicitation_id]
 
 
 async def test_an_approval_that_expires_while_the_call_waits_ends_it_in_approval_expired(
@@ -164,6 +166,7 @@ async def test_an_approval_that_expires_while_the_call_waits_ends_it_in_approval
                     await elicitations.asked.wait()
                 clock.advance(15 * 60 + 1)  # the organisation's TTL runs out while the call waits
         assert error_of(result[0])["code"] == "approval_expired"
+        assert elicitations.completed == [elicitations.only().elicitation_id]
         assert time.monotonic() - started < 10
         assert test_usdc.balance_of(seller.pay_to) == before
 
@@ -190,6 +193,7 @@ async def test_no_decision_in_time_returns_pending_approval(
         assert "plain link" in held["next"]
         assert (again["approvalId"], again["approvalPrompt"]) == (held["approvalId"], "accepted")
         assert len(elicitations.requests) == 2
+        assert elicitations.completed == []  # still undecided: the page is not done
 
 
 @pytest.mark.parametrize("action", ["decline", "cancel"])

@@ -18,7 +18,13 @@ import httpx2
 from mcp import Client
 from mcp.client.session import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
-from mcp_types import CallToolResult, ElicitRequestParams, ElicitRequestURLParams, ElicitResult
+from mcp_types import (
+    CallToolResult,
+    ElicitCompleteNotification,
+    ElicitRequestParams,
+    ElicitRequestURLParams,
+    ElicitResult,
+)
 
 from tests.support.cli import PAYWARDEN, command_environ
 
@@ -27,12 +33,18 @@ MODERN = "2026-07-28"  # no sessions: the multi-round-trip pattern
 
 
 class UrlElicitations:
-    """An elicitation callback that records each request and answers with `action`."""
+    """An elicitation callback that records each request and answers with `action`, and a message
+    handler that records the ids of `notifications/elicitation/complete`."""
 
     def __init__(self, action: Literal["accept", "decline", "cancel"] = "accept") -> None:
         self.action = action
         self.requests: list[ElicitRequestParams] = []
         self.asked = anyio.Event()
+        self.completed: list[str] = []
+
+    async def notified(self, message: object) -> None:
+        if isinstance(message, ElicitCompleteNotification):
+            self.completed.append(message.params.elicitation_id)
 
     async def __call__(self, context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult:
         self.requests.append(params)
@@ -53,7 +65,11 @@ async def eliciting_client(
     when `elicitations` is given."""
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
     transport = streamable_http_client(url, http_client=http)
-    async with http, Client(transport, mode=mode, elicitation_callback=elicitations) as client:
+    handler = elicitations.notified if elicitations is not None else None
+    async with (
+        http,
+        Client(transport, mode=mode, elicitation_callback=elicitations, message_handler=handler) as client,
+    ):
         yield client
 
 
