@@ -9,7 +9,8 @@ Chromium, on a 390-pixel phone, opens the URL the client was asked to open and d
   `Mcp-Session-Id`: the call waits in process A, the member's browser is served by process B,
   and B's decision wakes A's call, which pays;
 - protocol 2026-07-28: `input_required` with the URL and a sealed `requestState`; the member
-  approves on the page; the client's retry with that state pays.
+  approves on the page; the client's retry with that state pays; and with the SDK's own driver,
+  the retry sent at once waits for the member's approval on the page, then pays.
 
 Screenshots of the page before and after each decision are kept in the test output."""
 
@@ -266,3 +267,33 @@ async def test_modern_input_required_approved_on_the_page_then_the_retry_pays(
                 )
         assert isinstance(retried, CallToolResult)
         _paid_on_chain(retried, anvil, money)
+
+
+async def test_modern_sdk_retry_waits_while_the_member_approves_on_the_page(
+    server: RunningServer,
+    sqlite_db: Database,
+    anvil: Anvil,
+    seller: Seller,
+    test_usdc: TestToken,
+    funded_wallet: FundedWallet,
+    phone: Phone,
+) -> None:
+    """The SDK's own multi-round-trip driver at 2026-07-28: it shows the URL, retries at once with
+    the sealed state, and that retry waits until the member approves on the page, then pays."""
+    setup = _agent(sqlite_db, server, funded_wallet)
+    money = Money(test_usdc, seller, funded_wallet.address)
+    elicitations = UrlElicitations("accept")
+    pages_url = server.settings.pages_url
+    with anyio.fail_after(TEST_TIMEOUT_S):
+        await enrol_member(phone.page, pages_url=pages_url, db=sqlite_db, org_id=setup.org_id)
+        async with eliciting_client(
+            server.mcp_url, setup.token, mode=MODERN, elicitations=elicitations
+        ) as client:
+            result = await call_while_deciding(
+                client,
+                {"url": seller.url("/premium")},
+                elicitations,
+                phone.deciding(pages_url, seller, approve=True),
+            )
+    _asked_for_the_page(elicitations.only(), server.settings.public_url)
+    _paid_on_chain(result, anvil, money)
