@@ -4,13 +4,13 @@ real x402 seller and anvil; the payment is held; a member signed in with a passk
 Chromium, on a 390-pixel phone, opens the URL the client was asked to open and decides there.
 
 - protocol 2025-11-25 on a stateful session: approved, the same waiting call returns `paid` with
-  the transfer on chain; denied, it ends in `approval_denied` and nothing moves;
+  the transfer on chain; denied, it ends in `approval_denied` and nothing moves; at 2026-07-28
+  the SDK's driver retries at once with the sealed state, and that retry waits and pays;
 - two `paywarden serve` processes on one database behind a proxy with affinity on
   `Mcp-Session-Id`: the call waits in process A, the member's browser is served by process B,
   and B's decision wakes A's call, which pays;
 - protocol 2026-07-28: `input_required` with the URL and a sealed `requestState`; the member
-  approves on the page; the client's retry with that state pays; and with the SDK's own driver,
-  the retry sent at once waits for the member's approval on the page, then pays.
+  approves on the page; the client's retry with that state pays.
 
 Screenshots of the page before and after each decision are kept in the test output."""
 
@@ -131,8 +131,13 @@ def _asked_for_the_page(request: ElicitRequestURLParams, public_url: str) -> Non
     assert approval_id_of(request).startswith("apr_")
 
 
-@pytest.mark.parametrize("approve", [True, False], ids=["approved", "denied"])
+@pytest.mark.parametrize(
+    ("mode", "approve"),
+    [(LEGACY, True), (LEGACY, False), (MODERN, True)],
+    ids=["2025-11-25-approved", "2025-11-25-denied", "2026-07-28-approved"],
+)
 async def test_a_waiting_call_is_decided_on_a_phone_with_a_passkey(
+    mode: str,
     approve: bool,
     server: RunningServer,
     sqlite_db: Database,
@@ -142,6 +147,8 @@ async def test_a_waiting_call_is_decided_on_a_phone_with_a_passkey(
     funded_wallet: FundedWallet,
     phone: Phone,
 ) -> None:
+    """At 2025-11-25 the call itself waits; at 2026-07-28 the SDK's own multi-round-trip driver
+    shows the URL and retries at once with the sealed state, and that retry waits."""
     setup = _agent(sqlite_db, server, funded_wallet)
     money = Money(test_usdc, seller, funded_wallet.address)
     elicitations = UrlElicitations("accept")
@@ -149,9 +156,9 @@ async def test_a_waiting_call_is_decided_on_a_phone_with_a_passkey(
     with anyio.fail_after(TEST_TIMEOUT_S):
         await enrol_member(phone.page, pages_url=pages_url, db=sqlite_db, org_id=setup.org_id)
         async with eliciting_client(
-            server.mcp_url, setup.token, mode=LEGACY, elicitations=elicitations
+            server.mcp_url, setup.token, mode=mode, elicitations=elicitations
         ) as client:
-            assert client.protocol_version == "2025-11-25"
+            protocol = client.protocol_version
             started = time.monotonic()
             result = await call_while_deciding(
                 client,
@@ -162,8 +169,10 @@ async def test_a_waiting_call_is_decided_on_a_phone_with_a_passkey(
             waited = time.monotonic() - started
     request = elicitations.only()
     _asked_for_the_page(request, server.settings.public_url)
-    assert request.elicitation_id
-    assert elicitations.completed == [request.elicitation_id]  # the client may close its prompt
+    if mode == LEGACY:
+        assert protocol == "2025-11-25"
+        assert request.elicitation_id
+        assert elicitations.completed == [request.elicitation_id]  # the client may close its prompt
     assert waited < WAIT_MS / 1000 / 2, "the call was not woken by the decision"
     if approve:
         _paid_on_chain(result, anvil, money)
@@ -267,33 +276,3 @@ async def test_modern_input_required_approved_on_the_page_then_the_retry_pays(
                 )
         assert isinstance(retried, CallToolResult)
         _paid_on_chain(retried, anvil, money)
-
-
-async def test_modern_sdk_retry_waits_while_the_member_approves_on_the_page(
-    server: RunningServer,
-    sqlite_db: Database,
-    anvil: Anvil,
-    seller: Seller,
-    test_usdc: TestToken,
-    funded_wallet: FundedWallet,
-    phone: Phone,
-) -> None:
-    """The SDK's own multi-round-trip driver at 2026-07-28: it shows the URL, retries at once with
-    the sealed state, and that retry waits until the member approves on the page, then pays."""
-    setup = _agent(sqlite_db, server, funded_wallet)
-    money = Money(test_usdc, seller, funded_wallet.address)
-    elicitations = UrlElicitations("accept")
-    pages_url = server.settings.pages_url
-    with anyio.fail_after(TEST_TIMEOUT_S):
-        await enrol_member(phone.page, pages_url=pages_url, db=sqlite_db, org_id=setup.org_id)
-        async with eliciting_client(
-            server.mcp_url, setup.token, mode=MODERN, elicitations=elicitations
-        ) as client:
-            result = await call_while_deciding(
-                client,
-                {"url": seller.url("/premium")},
-                elicitations,
-                phone.deciding(pages_url, seller, approve=True),
-            )
-    _asked_for_the_page(elicitations.only(), server.settings.public_url)
-    _paid_on_chain(result, anvil, money)
