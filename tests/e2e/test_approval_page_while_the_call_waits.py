@@ -7,8 +7,8 @@ Chromium, on a 390-pixel phone, opens the URL the client was asked to open and d
   the transfer on chain; denied, it ends in `approval_denied` and nothing moves; at 2026-07-28
   the SDK's driver retries at once with the sealed state, and that retry waits and pays;
 - two `paywarden serve` processes on one database behind a proxy with affinity on
-  `Mcp-Session-Id`: the call waits in process A, the member's browser is served by process B,
-  and B's decision wakes A's call, which pays;
+  `Mcp-Session-Id`: the call waits in process A, the member's browser is served by process B
+  (signed out, the member signs in there first), and B's decision wakes A's call, which pays;
 - protocol 2026-07-28: `input_required` with the URL and a sealed `requestState`; the member
   approves on the page; the client's retry with that state pays.
 
@@ -87,9 +87,10 @@ class Phone:
     screenshots: Screenshots
 
     def deciding(
-        self, pages_url: str, seller: Seller, *, approve: bool
+        self, pages_url: str, seller: Seller, *, approve: bool, signed_out: bool = False
     ) -> Callable[[ElicitRequestURLParams], Awaitable[None]]:
-        """The member opening an elicited URL and deciding there with the passkey."""
+        """The member opening an elicited URL and deciding there with the passkey (signing in
+        first when `signed_out`)."""
 
         async def decide(request: ElicitRequestURLParams) -> None:
             await decide_on_page(
@@ -100,6 +101,7 @@ class Phone:
                 pages_url=pages_url,
                 heading=HEADING,
                 payee=seller.pay_to,
+                signed_out=signed_out,
             )
 
         return decide
@@ -223,7 +225,10 @@ async def test_an_approval_on_process_b_wakes_the_call_waiting_on_process_a(
                 await enrol_member(
                     phone.page, pages_url=settings.pages_url, db=postgres_db, org_id=setup.org_id
                 )
-                on_b = phone.deciding(settings.pages_url, seller, approve=True)
+                await phone.page.get_by_role("button", name="Sign out").click()
+                # Signed out, as on a phone that follows the link from the agent's client: B
+                # signs the member in with the passkey and sends them back to the page.
+                on_b = phone.deciding(settings.pages_url, seller, approve=True, signed_out=True)
 
                 result = await call_while_deciding(
                     client, {"url": seller.url("/premium")}, elicitations, on_b
@@ -234,6 +239,7 @@ async def test_an_approval_on_process_b_wakes_the_call_waiting_on_process_a(
     decision = f"/approvals/{approval_id_of(request)}/verify"
     assert [backend for backend, method, path in proxy.requests if path == decision] == [b]
     assert {backend for backend, _, path in proxy.requests if path == "/mcp"} == {a}
+    assert {backend for backend, _, path in proxy.requests if path != "/mcp"} == {b}  # every page
     assert proxy.sessions == {session_id: a}
 
 

@@ -37,13 +37,26 @@ async def enrol_member(
 
 
 async def decide_on_page(
-    page: Page, url: str, *, approve: bool, screenshots: Screenshots, pages_url: str, heading: str, payee: str
+    page: Page,
+    url: str,
+    *,
+    approve: bool,
+    screenshots: Screenshots,
+    pages_url: str,
+    heading: str,
+    payee: str,
+    signed_out: bool = False,
 ) -> None:
     """Open `url`, see the pending approval titled `heading` at `pages_url`/approvals/<id>, paying
-    `payee`, and decide it with the passkey. Screenshots `approval-page`, then `approved` or
-    `denied`."""
+    `payee`, and decide it with the passkey. A `signed_out` member signs in with the passkey first
+    and is sent back. Screenshots `approval-page`, then `approved` or `denied`."""
     approval_id = url.rsplit("/", 1)[1]
     await page.goto(url)
+    if signed_out:
+        await expect(page.get_by_role("heading", level=1)).to_have_text("Sign in to Paywarden")
+        await screenshots.take(page, "sign-in-first")
+        await page.get_by_role("button", name="Sign in with a passkey").click()
+        await page.wait_for_url(f"{pages_url}/approvals/{approval_id}")
     assert page.url == f"{pages_url}/approvals/{approval_id}", page.url
     await expect(page.get_by_role("heading", level=1)).to_have_text(heading)
     await expect(page.locator("#payee-full")).to_have_text(payee)
