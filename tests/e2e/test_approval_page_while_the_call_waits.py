@@ -133,14 +133,23 @@ def _asked_for_the_page(request: ElicitRequestURLParams, public_url: str) -> Non
     assert approval_id_of(request).startswith("apr_")
 
 
-@pytest.mark.parametrize(
-    ("mode", "approve"),
-    [(LEGACY, True), (LEGACY, False), (MODERN, True)],
-    ids=["2025-11-25-approved", "2025-11-25-denied", "2026-07-28-approved"],
-)
-async def test_a_waiting_call_is_decided_on_a_phone_with_a_passkey(
-    mode: str,
-    approve: bool,
+@dataclass(frozen=True)
+class Scene:
+    """One server; an agent whose payment to the seller is held; a member signed in on a phone."""
+
+    server: RunningServer
+    setup: AgentSetup
+    seller: Seller
+    money: Money
+    anvil: Anvil
+    phone: Phone
+
+    def deciding(self, *, approve: bool) -> Callable[[ElicitRequestURLParams], Awaitable[None]]:
+        return self.phone.deciding(self.server.settings.pages_url, self.seller, approve=approve)
+
+
+@pytest.fixture
+async def scene(
     server: RunningServer,
     sqlite_db: Database,
     anvil: Anvil,
@@ -148,25 +157,37 @@ async def test_a_waiting_call_is_decided_on_a_phone_with_a_passkey(
     test_usdc: TestToken,
     funded_wallet: FundedWallet,
     phone: Phone,
+) -> Scene:
+    setup = _agent(sqlite_db, server, funded_wallet)
+    with anyio.fail_after(TEST_TIMEOUT_S):
+        await enrol_member(phone.page, pages_url=server.settings.pages_url, db=sqlite_db, org_id=setup.org_id)
+    money = Money(test_usdc, seller, funded_wallet.address)
+    return Scene(server, setup, seller, money, anvil, phone)
+
+
+@pytest.mark.parametrize(
+    ("mode", "approve"),
+    [(LEGACY, True), (LEGACY, False), (MODERN, True)],
+    ids=["2025-11-25-approved", "2025-11-25-denied", "2026-07-28-approved"],
+)
+async def test_a_waiting_call_is_decided_on_a_phone_with_a_passkey(
+    mode: str, approve: bool, scene: Scene
 ) -> None:
     """At 2025-11-25 the call itself waits; at 2026-07-28 the SDK's own multi-round-trip driver
     shows the URL and retries at once with the sealed state, and that retry waits."""
-    setup = _agent(sqlite_db, server, funded_wallet)
-    money = Money(test_usdc, seller, funded_wallet.address)
+    server, phone, money = scene.server, scene.phone, scene.money
     elicitations = UrlElicitations("accept")
-    pages_url = server.settings.pages_url
     with anyio.fail_after(TEST_TIMEOUT_S):
-        await enrol_member(phone.page, pages_url=pages_url, db=sqlite_db, org_id=setup.org_id)
         async with eliciting_client(
-            server.mcp_url, setup.token, mode=mode, elicitations=elicitations
+            server.mcp_url, scene.setup.token, mode=mode, elicitations=elicitations
         ) as client:
             protocol = client.protocol_version
             started = time.monotonic()
             result = await call_while_deciding(
                 client,
-                {"url": seller.url("/premium"), "maxAmountUsd": "1.00"},
+                {"url": scene.seller.url("/premium"), "maxAmountUsd": "1.00"},
                 elicitations,
-                phone.deciding(pages_url, seller, approve=approve),
+                scene.deciding(approve=approve),
             )
             waited = time.monotonic() - started
     request = elicitations.only()
@@ -177,7 +198,7 @@ async def test_a_waiting_call_is_decided_on_a_phone_with_a_passkey(
         assert elicitations.completed == [request.elicitation_id]  # the client may close its prompt
     assert waited < WAIT_MS / 1000 / 2, "the call was not woken by the decision"
     if approve:
-        _paid_on_chain(result, anvil, money)
+        _paid_on_chain(result, scene.anvil, money)
     else:
         assert error_of(result)["code"] == "approval_denied"
         assert money.moved() == 0
@@ -243,42 +264,31 @@ async def test_an_approval_on_process_b_wakes_the_call_waiting_on_process_a(
     assert proxy.sessions == {session_id: a}
 
 
-async def test_modern_input_required_approved_on_the_page_then_the_retry_pays(
-    sqlite_db: Database,
-    anvil: Anvil,
-    seller: Seller,
-    test_usdc: TestToken,
-    funded_wallet: FundedWallet,
-    phone: Phone,
-) -> None:
-    # The retry comes after the decision: it pays at once, nothing waits.
-    with serve(sqlite_db.url, extra=_environ(anvil, test_usdc, wait_ms=0)) as server:
-        setup = _agent(sqlite_db, server, funded_wallet)
-        money = Money(test_usdc, seller, funded_wallet.address)
-        arguments = {"url": seller.url("/premium"), "maxAmountUsd": "1.00"}
-        with anyio.fail_after(TEST_TIMEOUT_S):
-            await enrol_member(
-                phone.page, pages_url=server.settings.pages_url, db=sqlite_db, org_id=setup.org_id
+async def test_modern_input_required_approved_on_the_page_then_the_retry_pays(scene: Scene) -> None:
+    """The client shows the URL itself; the member approves; only then does the client retry with
+    the sealed state, which pays at once."""
+    server, money = scene.server, scene.money
+    arguments = {"url": scene.seller.url("/premium"), "maxAmountUsd": "1.00"}
+    with anyio.fail_after(TEST_TIMEOUT_S):
+        async with eliciting_client(
+            server.mcp_url, scene.setup.token, mode=MODERN, elicitations=UrlElicitations()
+        ) as client:
+            first = await client.session.call_tool("fetch_paid", arguments, allow_input_required=True)
+            assert isinstance(first, InputRequiredResult), first
+            assert first.input_requests is not None
+            assert first.request_state is not None
+            (ask,) = first.input_requests.values()
+            assert isinstance(ask, ElicitRequest)
+            assert isinstance(ask.params, ElicitRequestURLParams)
+            _asked_for_the_page(ask.params, server.settings.public_url)
+            await scene.deciding(approve=True)(ask.params)
+            assert money.signatures("/premium") == 0
+            retried = await client.session.call_tool(
+                "fetch_paid",
+                arguments,
+                input_responses={"approval": ElicitResult(action="accept")},
+                request_state=first.request_state,
+                allow_input_required=True,
             )
-            async with eliciting_client(
-                server.mcp_url, setup.token, mode=MODERN, elicitations=UrlElicitations()
-            ) as client:
-                first = await client.session.call_tool("fetch_paid", arguments, allow_input_required=True)
-                assert isinstance(first, InputRequiredResult), first
-                assert first.input_requests is not None
-                assert first.request_state is not None
-                (ask,) = first.input_requests.values()
-                assert isinstance(ask, ElicitRequest)
-                assert isinstance(ask.params, ElicitRequestURLParams)
-                _asked_for_the_page(ask.params, server.settings.public_url)
-                await phone.deciding(server.settings.pages_url, seller, approve=True)(ask.params)
-                assert money.signatures("/premium") == 0
-                retried = await client.session.call_tool(
-                    "fetch_paid",
-                    arguments,
-                    input_responses={"approval": ElicitResult(action="accept")},
-                    request_state=first.request_state,
-                    allow_input_required=True,
-                )
-        assert isinstance(retried, CallToolResult)
-        _paid_on_chain(retried, anvil, money)
+    assert isinstance(retried, CallToolResult)
+    _paid_on_chain(retried, scene.anvil, money)
