@@ -20,7 +20,6 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -29,6 +28,7 @@ from playwright.async_api import Page, expect
 
 from server.kit.db import Database
 from server.mcp.held_payments import PROMPT_MESSAGE
+from server.settings import Settings
 from server.web.pages.approvals import PAID
 from tests.e2e.test_approvals import Money
 from tests.support.affinity_proxy import AffinityProxy
@@ -113,9 +113,9 @@ async def phone(page: Page, authenticator: VirtualAuthenticator, screenshots: Sc
     return Phone(page, screenshots)
 
 
-def _agent(db: Database, server: RunningServer | Any, wallet: FundedWallet) -> AgentSetup:
+def _agent(db: Database, settings: Settings, wallet: FundedWallet) -> AgentSetup:
     """An agent whose first payment to the seller is held: the organisation never paid it."""
-    return make_agent(db, server.settings, allow_hosts=["127.0.0.1"], wallet_key=wallet.private_key)
+    return make_agent(db, settings, allow_hosts=["127.0.0.1"], wallet_key=wallet.private_key)
 
 
 def _paid_on_chain(result: CallToolResult, anvil: Anvil, money: Money) -> None:
@@ -158,7 +158,7 @@ async def scene(
     funded_wallet: FundedWallet,
     phone: Phone,
 ) -> Scene:
-    setup = _agent(sqlite_db, server, funded_wallet)
+    setup = _agent(sqlite_db, server.settings, funded_wallet)
     with anyio.fail_after(TEST_TIMEOUT_S):
         await enrol_member(phone.page, pages_url=server.settings.pages_url, db=sqlite_db, org_id=setup.org_id)
     money = Money(test_usdc, seller, funded_wallet.address)
@@ -230,9 +230,7 @@ async def test_an_approval_on_process_b_wakes_the_call_waiting_on_process_a(
         AffinityProxy([server.base_url for server in servers], port=port) as proxy,
     ):
         settings = settings_for(database_url=postgres_db.url, port=port, extra=extra)
-        setup = make_agent(
-            postgres_db, settings, allow_hosts=["127.0.0.1"], wallet_key=funded_wallet.private_key
-        )
+        setup = _agent(postgres_db, settings, funded_wallet)
         money = Money(test_usdc, seller, funded_wallet.address)
         elicitations = UrlElicitations("accept")
         with anyio.fail_after(TEST_TIMEOUT_S):
