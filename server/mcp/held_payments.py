@@ -8,7 +8,8 @@ How the page is offered depends on what the client can do:
   that never carries a seller's words) per call; if the person agrees to open it, the call waits
   up to PAYWARDEN_APPROVAL_WAIT_MS, reading the approval from the database every 2 s (a decision
   made through any process wakes it), then pays, or ends in `approval_denied` /
-  `approval_expired`, or, still undecided, returns `pending_approval`;
+  `approval_expired`, or, still undecided, returns `pending_approval`; once the approval was
+  decided or expired, `notifications/elicitation/complete` tells the client the page is done;
 - protocol 2026-07-28 (no sessions, no server-to-client requests), URL elicitation declared: an
   `input_required` result carrying the URL elicitation and a sealed `requestState`
   (server/mcp/approval_state.py); the client's retry with the same arguments and the state
@@ -36,6 +37,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from auth.principal import Principal
 from server.approvals.service import RETRY_WINDOW
 from server.approvals.waiting import wait_for_decision
+from server.kit.errors import PaywardenError
 from server.mcp.approval_state import ApprovalState, ApprovalStateSealer, state_expiry
 from server.mcp.transport import DISCONNECTED_KEY
 from server.models.enums import ApprovalPrompt, ApprovalStatus
@@ -112,7 +114,13 @@ class HeldPayments:
         except MCPError:  # no back channel, or the client answered with an error: it could not ask
             return HeldOutcome(outcome, ApprovalPrompt.NOT_SUPPORTED)
         left = deadline - anyio.current_time()
-        result = await self._wait_then_retry(ctx, principal, request, outcome, prompt, timeout_s=left)
+        try:
+            result = await self._wait_then_retry(ctx, principal, request, outcome, prompt, timeout_s=left)
+        except PaywardenError:
+            # Decided or expired, then refused (approval_denied, approval_expired, ...): the
+            # page's part is over all the same, and the client may close its prompt.
+            await _notify_complete(ctx, elicitation_id)
+            raise
         if not isinstance(result, HeldOutcome):
             await _notify_complete(ctx, elicitation_id)
         return result

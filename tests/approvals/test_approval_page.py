@@ -125,6 +125,8 @@ def test_a_decider_sees_the_payment_and_approves_it_with_a_passkey(
     assert event.data["passkeyId"].startswith("pkey_")
     after = owner.browser.get(f"/approvals/{approval.id}?done=approved")
     assert "You approved this payment." in after.text
+    # A call of the agent's may be waiting for this decision: the page never says it must retry.
+    assert "a call of the agent&#39;s that waits for your decision pays within seconds" in after.text
     assert 'data-decision="approve"' not in after.text  # nothing left to decide
     assert f'href="/approvals/{approval.id}"' not in owner.browser.get("/approvals").text
 

@@ -18,13 +18,13 @@ from playwright.async_api import Page, expect
 
 from server.kit.db import Database
 from tests.e2e.test_approvals import Money
+from tests.support.approval_page import enrol_member
 from tests.support.browser import PHONE, Screenshots, VirtualAuthenticator
 from tests.support.chain import TestToken
 from tests.support.fixtures_chain import FundedWallet
-from tests.support.oauth import enrollment_link_token
 from tests.support.paywarden import RunningServer, chain_environ, error_of, mcp_client, serve, structured
 from tests.support.seller import Seller
-from tests.support.tenants import AgentSetup, make_agent, make_member
+from tests.support.tenants import make_agent
 from tests.support.webhook_receiver import WebhookReceiver
 
 pytestmark = [pytest.mark.anyio, pytest.mark.chain]
@@ -77,16 +77,6 @@ async def _check_page(page: Page) -> list[str]:
     return list(found["links"])
 
 
-async def _enrol(page: Page, server: RunningServer, db: Database, setup: AgentSetup) -> str:
-    member_id = make_member(db, setup.org_id, role="approver")
-    await page.goto(
-        f"{server.settings.pages_url}/enroll/{enrollment_link_token(db, member_id, setup.org_id)}"
-    )
-    await page.get_by_role("button", name="Create a passkey").click()
-    await page.wait_for_url("**/admin?welcome=1")
-    return member_id
-
-
 async def _held(client: Any, url: str) -> dict[str, Any]:
     started = time.monotonic()
     held = structured(await client.call_tool("fetch_paid", {"url": url, "maxAmountUsd": "1.00"}))
@@ -126,7 +116,9 @@ async def test_a_held_payment_approved_on_a_phone_pays_on_chain(
     url = seller.url("/premium")
     await page.set_viewport_size(PHONE)
     with anyio.fail_after(PAGE_TIMEOUT_S):
-        member_id = await _enrol(page, server, sqlite_db, setup)
+        member_id = await enrol_member(
+            page, pages_url=server.settings.pages_url, db=sqlite_db, org_id=setup.org_id
+        )
         async with mcp_client(server.mcp_url, setup.token) as client:
             held = await _held(client, url)
             assert held["approvalUrl"] == f"{server.settings.public_url}/approvals/{held['approvalId']}"
@@ -192,7 +184,7 @@ async def test_a_denied_payment_moves_nothing_and_a_slow_webhook_delays_nothing(
     url = seller.url("/premium")
     await page.set_viewport_size(PHONE)
     with anyio.fail_after(PAGE_TIMEOUT_S):
-        await _enrol(page, server, sqlite_db, setup)
+        await enrol_member(page, pages_url=server.settings.pages_url, db=sqlite_db, org_id=setup.org_id)
         await page.get_by_role("button", name="Sign out").click()
         async with mcp_client(server.mcp_url, setup.token) as client:
             first = await _held(client, url)

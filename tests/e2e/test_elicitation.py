@@ -28,7 +28,16 @@ from server.kit.db import Database
 from server.mcp.held_payments import PROMPT_MESSAGE
 from tests.support.chain import TestToken
 from tests.support.clocks import ShiftedClock
-from tests.support.elicitation import LEGACY, MODERN, RawSession, UrlElicitations, decide, eliciting_client
+from tests.support.elicitation import (
+    LEGACY,
+    MODERN,
+    RawSession,
+    UrlElicitations,
+    approval_id_of,
+    call_while_deciding,
+    decide,
+    eliciting_client,
+)
 from tests.support.fixtures_chain import FundedWallet
 from tests.support.paywarden import RunningServer, chain_environ, error_of, serve, structured
 from tests.support.seller import Seller
@@ -66,19 +75,11 @@ async def _call_and_decide(
 ) -> CallToolResult:
     """Call fetch_paid; once the client was asked, a person decides from another process while
     the call waits."""
-    result: list[CallToolResult] = []
 
-    async def call() -> None:
-        result.append(await client.call_tool("fetch_paid", arguments))
+    async def by_command_line(request: ElicitRequestURLParams) -> object:
+        return await decide(database_url, approval_id_of(request), member=member, approve=approve)
 
-    async with anyio.create_task_group() as group:
-        group.start_soon(call)
-        with anyio.fail_after(20):
-            await elicitations.asked.wait()
-        request = elicitations.only()
-        approval_id = request.url.rsplit("/", 1)[1]
-        await decide(database_url, approval_id, member=member, approve=approve)
-    return result[0]
+    return await call_while_deciding(client, arguments, elicitations, by_command_line)
 
 
 # -- protocol 2025-11-25, stateful session ---------------------------------------------------
@@ -116,6 +117,7 @@ async def test_an_elicited_approval_lets_the_same_call_pay(
         assert request.url.startswith(f"{server.settings.public_url}/approvals/apr_")
         assert request.elicitation_id
         assert waited < 10  # woken by the poll (every 2 s), not by the 20 s limit
+        assert elicitations.completed == [request.elicitation_id]
 
 
 async def test_an_elicited_denial_ends_the_call_in_approval_denied(
@@ -138,6 +140,7 @@ async def test_an_elicited_denial_ends_the_call_in_approval_denied(
             )
         assert error_of(result)["code"] == "approval_denied"
         assert test_usdc.balance_of(seller.pay_to) == before
+        assert elicitations.completed == [elicitations.only().elicitation_id]
 
 
 async def test_an_approval_that_expires_while_the_call_waits_ends_it_in_approval_expired(
@@ -163,6 +166,7 @@ async def test_an_approval_that_expires_while_the_call_waits_ends_it_in_approval
                     await elicitations.asked.wait()
                 clock.advance(15 * 60 + 1)  # the organisation's TTL runs out while the call waits
         assert error_of(result[0])["code"] == "approval_expired"
+        assert elicitations.completed == [elicitations.only().elicitation_id]
         assert time.monotonic() - started < 10
         assert test_usdc.balance_of(seller.pay_to) == before
 
@@ -189,6 +193,7 @@ async def test_no_decision_in_time_returns_pending_approval(
         assert "plain link" in held["next"]
         assert (again["approvalId"], again["approvalPrompt"]) == (held["approvalId"], "accepted")
         assert len(elicitations.requests) == 2
+        assert elicitations.completed == []  # still undecided: the page is not done
 
 
 @pytest.mark.parametrize("action", ["decline", "cancel"])

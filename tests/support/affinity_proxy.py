@@ -2,8 +2,11 @@
 balancer in front of several Paywarden processes must have.
 
 A request carrying a session id goes to the backend whose answer created that session; any other
-request goes to the next backend in turn. Responses are streamed (server-sent events included).
-`hits` counts what each backend received, with and without a session.
+request goes to the next backend in turn, or to `pinned` when a test sets it (a person's browser
+served by one process while an MCP session lives on another). The Host header is passed on, as a
+load balancer in front of one public URL does, and every Set-Cookie of an answer is kept.
+Responses are streamed (server-sent events included). `hits` counts what each backend received,
+with and without a session; `requests` lists (backend, method, path) in order.
 """
 
 from __future__ import annotations
@@ -26,15 +29,17 @@ from starlette.routing import Route
 from tests.support.chain import free_port
 
 SESSION_HEADER = "mcp-session-id"
-_HOP_BY_HOP = {"host", "content-length", "connection", "keep-alive", "transfer-encoding", "upgrade"}
+_HOP_BY_HOP = {"content-length", "connection", "keep-alive", "transfer-encoding", "upgrade"}
 
 
 class AffinityProxy:
-    def __init__(self, backends: list[str]) -> None:
+    def __init__(self, backends: list[str], *, port: int | None = None) -> None:
         self.backends = backends
-        self.port = free_port()
+        self.port = port or free_port()
         self.sessions: dict[str, str] = {}
+        self.pinned: str | None = None  # where requests without a session go, when set
         self.hits: Counter[tuple[str, bool]] = Counter()  # (backend, with a session)
+        self.requests: list[tuple[str, str, str]] = []  # (backend, method, path)
         self._turn = itertools.cycle(backends)
         self._http: httpx.AsyncClient | None = None
         app = Starlette(
@@ -66,8 +71,9 @@ class AffinityProxy:
         assert self._http is not None
         session = request.headers.get(SESSION_HEADER)
         backend = self.sessions.get(session) if session else None
-        backend = backend or next(self._turn)
+        backend = backend or self.pinned or next(self._turn)
         self.hits[(backend, session is not None)] += 1
+        self.requests.append((backend, request.method, request.url.path))
         headers = [(k, v) for k, v in request.headers.raw if k.decode("latin-1").lower() not in _HOP_BY_HOP]
         target = f"{backend}{request.url.path}" + (f"?{request.url.query}" if request.url.query else "")
         upstream = await self._http.send(
@@ -77,13 +83,15 @@ class AffinityProxy:
         created = upstream.headers.get(SESSION_HEADER)
         if created:
             self.sessions[created] = backend
-        answer_headers = {k: v for k, v in upstream.headers.items() if k.lower() not in _HOP_BY_HOP}
-        return StreamingResponse(
-            upstream.aiter_raw(),
-            status_code=upstream.status_code,
-            headers=answer_headers,
-            background=BackgroundTask(upstream.aclose),
+        answer = StreamingResponse(
+            upstream.aiter_raw(), status_code=upstream.status_code, background=BackgroundTask(upstream.aclose)
         )
+        answer.raw_headers = [
+            (k.encode("latin-1"), v.encode("latin-1"))
+            for k, v in upstream.headers.multi_items()
+            if k.lower() not in _HOP_BY_HOP
+        ]
+        return answer
 
     def start(self) -> AffinityProxy:
         self._thread.start()

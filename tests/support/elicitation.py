@@ -1,13 +1,14 @@
 """MCP clients that declare URL elicitation, and a person's decision made by another process.
 
-`decide` is the one step a waiting test needs from a person: today the break-glass command line
-in its own process; swap it for the approval page when that exists.
+`call_while_deciding` calls a tool and, once the client was asked, lets a person decide while the
+call waits: `decide` is that person on the break-glass command line, in its own process; the page
+tests pass a member on the approval page in Chromium (tests/support/approval_page.py).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Literal
 
@@ -17,7 +18,13 @@ import httpx2
 from mcp import Client
 from mcp.client.session import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
-from mcp_types import ElicitRequestParams, ElicitRequestURLParams, ElicitResult
+from mcp_types import (
+    CallToolResult,
+    ElicitCompleteNotification,
+    ElicitRequestParams,
+    ElicitRequestURLParams,
+    ElicitResult,
+)
 
 from tests.support.cli import PAYWARDEN, command_environ
 
@@ -26,12 +33,18 @@ MODERN = "2026-07-28"  # no sessions: the multi-round-trip pattern
 
 
 class UrlElicitations:
-    """An elicitation callback that records each request and answers with `action`."""
+    """An elicitation callback that records each request and answers with `action`, and a message
+    handler that records the ids of `notifications/elicitation/complete`."""
 
     def __init__(self, action: Literal["accept", "decline", "cancel"] = "accept") -> None:
         self.action = action
         self.requests: list[ElicitRequestParams] = []
         self.asked = anyio.Event()
+        self.completed: list[str] = []
+
+    async def notified(self, message: object) -> None:
+        if isinstance(message, ElicitCompleteNotification):
+            self.completed.append(message.params.elicitation_id)
 
     async def __call__(self, context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult:
         self.requests.append(params)
@@ -52,8 +65,42 @@ async def eliciting_client(
     when `elicitations` is given."""
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
     transport = streamable_http_client(url, http_client=http)
-    async with http, Client(transport, mode=mode, elicitation_callback=elicitations) as client:
+    handler = elicitations.notified if elicitations is not None else None
+    async with (
+        http,
+        Client(transport, mode=mode, elicitation_callback=elicitations, message_handler=handler) as client,
+    ):
         yield client
+
+
+ASKED_TIMEOUT_S = 20
+
+
+def approval_id_of(request: ElicitRequestURLParams) -> str:
+    """The approval an elicited URL opens (`<public URL>/approvals/<id>`)."""
+    return request.url.rsplit("/", 1)[1]
+
+
+async def call_while_deciding(
+    client: Client,
+    arguments: dict[str, Any],
+    elicitations: UrlElicitations,
+    decider: Callable[[ElicitRequestURLParams], Awaitable[object]],
+) -> CallToolResult:
+    """Call fetch_paid; once the client was asked (one URL elicitation), `decider` decides it
+    while the call waits (it must not have returned by then). Returns the call's result."""
+    result: list[CallToolResult] = []
+
+    async def call() -> None:
+        result.append(await client.call_tool("fetch_paid", arguments))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(call)
+        with anyio.fail_after(ASKED_TIMEOUT_S):
+            await elicitations.asked.wait()
+        await decider(elicitations.only())
+        assert not result, "the call returned before the person decided"
+    return result[0]
 
 
 async def decide(database_url: str, approval_id: str, *, member: str, approve: bool) -> dict[str, Any]:

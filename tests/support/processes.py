@@ -121,13 +121,20 @@ def server_environ(*, database_url: str, public_url: str, extra: Mapping[str, st
 
 @contextmanager
 def serve_processes(
-    count: int, *, database_url: str, extra: Mapping[str, str], workdir: Path, public_host: str = "127.0.0.1"
+    count: int,
+    *,
+    database_url: str,
+    extra: Mapping[str, str],
+    workdir: Path,
+    public_host: str = "127.0.0.1",
+    public_url: str | None = None,
 ) -> Iterator[tuple[str, list[ServeProcess]]]:
-    """`count` servers on their own ports, all with the public URL of the first; yields that URL.
+    """`count` servers on their own ports, all with the public URL of the first (or `public_url`,
+    a load balancer's in front of them all); yields that URL.
 
     Page tests pass `public_host="localhost"` (passkeys work on http://localhost only)."""
     ports = [free_port() for _ in range(count)]
-    public_url = f"http://{public_host}:{ports[0]}"
+    public_url = public_url or f"http://{public_host}:{ports[0]}"
     environ = server_environ(database_url=database_url, public_url=public_url, extra=extra)
     with ExitStack() as stack:
         processes = []

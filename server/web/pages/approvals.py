@@ -46,10 +46,16 @@ REASONS = {
     HoldReason.THRESHOLD: "The amount is at or above the agent's approval threshold.",
 }
 DONE = {
-    "approved": "You approved this payment. The agent can now retry it with the same idempotency key.",
+    "approved": (
+        "You approved this payment. The agent may now pay it, once: a call of the agent's that waits "
+        "for your decision pays within seconds; otherwise its next try with the same idempotency "
+        "key pays."
+    ),
     "denied": "You denied this payment. Nothing will be paid.",
     "ttl": "Pending approvals now wait for the time you chose.",
 }
+# The approval was used up since (the call that waited for it paid, or the agent's retry did).
+PAID = "You approved this payment, and the agent has paid it."
 
 
 @dataclass(frozen=True)
@@ -208,9 +214,16 @@ async def show(visit: Visit) -> Response:
             "title": f"Approve {view.amount_usd} USD to {view.host}?" if view.pending else "Approval",
             "nav": "approvals",
             "approval": view,
-            "notice": DONE.get(visit.request.query_params.get("done", "")),
+            "notice": _notice(visit.request.query_params.get("done", ""), view),
         },
     )
+
+
+def _notice(done: str, view: ApprovalView) -> str | None:
+    """What the page says after a decision, true of the approval as it is now."""
+    if done == "approved" and view.status == ApprovalStatus.CONSUMED:
+        return PAID
+    return DONE.get(done)
 
 
 def _decision(value: object) -> bool:
