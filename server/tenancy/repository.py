@@ -7,12 +7,45 @@ agent row. Names and emails are looked up within one organisation, never across 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
+from sqlalchemy import and_, bindparam, false, func, select
+from sqlalchemy.orm import aliased
 from sqlmodel import col
 
 from server.kit.repository import Reader, TenantRepository
-from server.models import Agent, Member, Organization, Team
+from server.models import Agent, Member, Organization, PolicyVersion, Team
+
+# The statement of `AgentRepository.with_current_policy`, built once per shape of reader
+# (unrestricted, of no organisation, of an organisation, of one agent), its values bound.
+_WITH_POLICY: dict[tuple[bool, bool, bool], Any] = {}
+
+
+def _with_policy_statement(shape: tuple[bool, bool, bool]) -> Any:
+    unrestricted, no_org, one_agent = shape
+    newer = aliased(PolicyVersion)
+    newest = (
+        select(func.max(newer.version))
+        .where(col(newer.agent_id) == col(Agent.id))
+        .correlate(Agent)
+        .scalar_subquery()
+    )
+    statement = (
+        select(Agent, col(PolicyVersion.id))
+        .outerjoin(
+            PolicyVersion,
+            and_(col(PolicyVersion.agent_id) == col(Agent.id), col(PolicyVersion.version) == newest),
+        )
+        .where(col(Agent.id) == bindparam("agent"))
+    )
+    if unrestricted:
+        return statement
+    if no_org:
+        return statement.where(false())
+    statement = statement.where(col(Agent.org_id) == bindparam("reader_org"))
+    if one_agent:
+        statement = statement.where(col(Agent.id) == bindparam("reader_agent"))
+    return statement
 
 
 class OrganizationRepository(TenantRepository[Organization]):
@@ -49,6 +82,26 @@ class MemberRepository(TenantRepository[Member]):
 class AgentRepository(TenantRepository[Agent]):
     model = Agent
     agent_column: ClassVar[str | None] = "id"
+
+    def with_current_policy(self, reader: Reader, agent_id: str) -> tuple[Agent, str | None] | None:
+        """The agent, if the reader may read it, with the id of its newest policy version (None if
+        it has none), in one statement."""
+        unrestricted, org_id, reader_agent = reader.unrestricted, reader.org_id, reader.agent_id
+        shape = (
+            unrestricted,
+            not unrestricted and org_id is None,
+            not unrestricted and reader_agent is not None,
+        )
+        statement = _WITH_POLICY.get(shape)
+        if statement is None:
+            statement = _WITH_POLICY[shape] = _with_policy_statement(shape)
+        params = {"agent": agent_id}
+        if not unrestricted and org_id is not None:
+            params["reader_org"] = org_id
+            if reader_agent is not None:
+                params["reader_agent"] = reader_agent
+        row = self.session.execute(statement, params).first()
+        return None if row is None else (row[0], row[1])
 
     def by_name(self, reader: Reader, *, org_id: str, name: str) -> Agent | None:
         return self.first(self.readable(reader).where(Agent.org_id == org_id, Agent.name == name))
