@@ -9,20 +9,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from sqlalchemy import and_, bindparam, false, func, select
+from sqlalchemy import and_, bindparam, func, select
 from sqlalchemy.orm import aliased
 from sqlmodel import col
 
-from server.kit.repository import Reader, TenantRepository
+from server.kit.repository import Reader, ReaderShape, TenantRepository, reader_shape, scope_params, scoped
 from server.models import Agent, Member, Organization, PolicyVersion, Team
 
 # The statement of `AgentRepository.with_current_policy`, built once per shape of reader
 # (unrestricted, of no organisation, of an organisation, of one agent), its values bound.
-_WITH_POLICY: dict[tuple[bool, bool, bool], Any] = {}
+_WITH_POLICY: dict[ReaderShape, Any] = {}
 
 
-def _with_policy_statement(shape: tuple[bool, bool, bool]) -> Any:
-    unrestricted, no_org, one_agent = shape
+def _with_policy_statement(shape: ReaderShape) -> Any:
     newer = aliased(PolicyVersion)
     newest = (
         select(func.max(newer.version))
@@ -38,14 +37,7 @@ def _with_policy_statement(shape: tuple[bool, bool, bool]) -> Any:
         )
         .where(col(Agent.id) == bindparam("agent"))
     )
-    if unrestricted:
-        return statement
-    if no_org:
-        return statement.where(false())
-    statement = statement.where(col(Agent.org_id) == bindparam("reader_org"))
-    if one_agent:
-        statement = statement.where(col(Agent.id) == bindparam("reader_agent"))
-    return statement
+    return scoped(statement, shape, col(Agent.org_id), col(Agent.id))
 
 
 class OrganizationRepository(TenantRepository[Organization]):
@@ -86,20 +78,11 @@ class AgentRepository(TenantRepository[Agent]):
     def with_current_policy(self, reader: Reader, agent_id: str) -> tuple[Agent, str | None] | None:
         """The agent, if the reader may read it, with the id of its newest policy version (None if
         it has none), in one statement."""
-        unrestricted, org_id, reader_agent = reader.unrestricted, reader.org_id, reader.agent_id
-        shape = (
-            unrestricted,
-            not unrestricted and org_id is None,
-            not unrestricted and reader_agent is not None,
-        )
+        shape = reader_shape(reader)
         statement = _WITH_POLICY.get(shape)
         if statement is None:
             statement = _WITH_POLICY[shape] = _with_policy_statement(shape)
-        params = {"agent": agent_id}
-        if not unrestricted and org_id is not None:
-            params["reader_org"] = org_id
-            if reader_agent is not None:
-                params["reader_agent"] = reader_agent
+        params = {"agent": agent_id, **scope_params(reader, shape)}
         row = self.session.execute(statement, params).first()
         return None if row is None else (row[0], row[1])
 
