@@ -236,7 +236,7 @@ class IntentRepository(TenantRepository[PaymentIntent]):
             if len(_SPENDS_STATEMENTS) >= _STATEMENTS_KEPT:
                 _SPENDS_STATEMENTS.clear()
             _SPENDS_STATEMENTS[key] = statement
-        row = self.session.execute(statement, params).one()
+        row = self.session.connection().execute(statement, params).one()  # columns only: no ORM work
         return [(int(row[2 * i]), int(row[2 * i + 1])) for i in range(len(spends))]
 
     def pay_to_known(self, *, org_id: str, pay_to: str) -> bool:
