@@ -65,6 +65,9 @@ def _in_force_statement(scopes: int) -> Any:
     )
 
 
+_NEWEST_ID: list[Any] = []  # `newest_id_for_agent`'s statement, built once
+
+
 class PolicyVersionRepository(TenantRepository[PolicyVersion]):
     model = PolicyVersion
     agent_column: ClassVar[str | None] = "agent_id"
@@ -72,12 +75,17 @@ class PolicyVersionRepository(TenantRepository[PolicyVersion]):
     def by_id(self, version_id: str) -> PolicyVersion | None:
         return self.first(self.statement().where(PolicyVersion.id == version_id))
 
-    def newest_for_agent(self, agent_id: str) -> PolicyVersion | None:
-        return self.first(
-            self.statement()
-            .where(PolicyVersion.agent_id == agent_id)
-            .order_by(col(PolicyVersion.version).desc())
-        )
+    def newest_id_for_agent(self, agent_id: str) -> str | None:
+        """The id of the agent's newest policy version, from a statement built once (no model)."""
+        if not _NEWEST_ID:
+            table = PolicyVersion.__table__  # type: ignore[attr-defined]
+            _NEWEST_ID.append(
+                select(table.c.id)
+                .where(table.c.agent_id == bindparam("agent"))
+                .order_by(table.c.version.desc())
+                .limit(1)
+            )
+        return self.session.connection().execute(_NEWEST_ID[0], {"agent": agent_id}).scalar()
 
 
 class RuleVersionRepository(TenantRepository[RuleVersion]):

@@ -123,10 +123,9 @@ def _kept(row: PolicyVersion) -> Policy:
 
 
 def current_policy(session: Session, agent_id: str) -> Policy:
-    row = PolicyVersionRepository(session).newest_for_agent(agent_id)
-    if row is None:
-        raise PolicyNotFound()
-    return _kept(row)
+    """The agent's policy in force: its newest version's id is read now, its document once per
+    process."""
+    return policy_of_version(session, PolicyVersionRepository(session).newest_id_for_agent(agent_id))
 
 
 def policy_of_version(session: Session, version_id: str | None) -> Policy:
