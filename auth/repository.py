@@ -12,10 +12,11 @@ one challenge are told apart: exactly one of them changes the row.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, ClassVar
 
-from sqlalchemy import CursorResult, and_, case, delete, exists, func, or_, select, update
+from sqlalchemy import CursorResult, and_, bindparam, case, delete, exists, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import col
 
@@ -32,11 +33,45 @@ from server.models import (
     WebAuthnChallenge,
     WebSession,
 )
-from server.models.enums import ChallengePurpose, ClientKind, Role
+from server.models.enums import ChallengePurpose, ClientKind, Role, TokenKind
 
 
 def _changed(result: Any) -> int:
     return result.rowcount if isinstance(result, CursorResult) else 0
+
+
+@dataclass(frozen=True)
+class TokenCheck:
+    """The columns of a token that a check reads, and whether its agent is enabled."""
+
+    id: str
+    kind: TokenKind
+    org_id: str
+    agent_id: str | None
+    client_id: str | None
+    scopes: str
+    audience: str
+    expires_at: datetime
+    revoked_at: datetime | None
+    agent_enabled: bool
+
+
+_TOKEN_COLUMNS = tuple(field.name for field in fields(TokenCheck) if field.name != "agent_enabled")
+_TOKEN_CHECK: list[Any] = []  # the statement of `by_hash_with_agent`, built once
+
+
+def _token_check_statement() -> Any:
+    if not _TOKEN_CHECK:
+        tokens = AccessToken.__table__  # type: ignore[attr-defined]
+        agents = Agent.__table__  # type: ignore[attr-defined]
+        enabled = case((agents.c.id.is_(None), False), (agents.c.disabled_at.is_(None), True), else_=False)
+        _TOKEN_CHECK.append(
+            select(*(tokens.c[name] for name in _TOKEN_COLUMNS), enabled)
+            .select_from(tokens.outerjoin(agents, agents.c.id == tokens.c.agent_id))
+            .where(tokens.c.token_hash == bindparam("hash"))
+            .limit(1)
+        )
+    return _TOKEN_CHECK[0]
 
 
 class TokenRepository(TenantRepository[AccessToken]):
@@ -46,18 +81,14 @@ class TokenRepository(TenantRepository[AccessToken]):
     def by_hash(self, token_hash: str) -> AccessToken | None:
         return self.first(self.statement().where(AccessToken.token_hash == token_hash))
 
-    def by_hash_with_agent(self, token_hash: str) -> tuple[AccessToken, bool] | None:
-        """The token and whether its agent (if it has one) exists and is enabled, in one statement."""
-        enabled = case(
-            (col(Agent.id).is_(None), False), (col(Agent.disabled_at).is_(None), True), else_=False
-        )
-        row = self.session.exec(
-            select(AccessToken, enabled)  # type: ignore[call-overload]
-            .outerjoin(Agent, col(Agent.id) == col(AccessToken.agent_id))
-            .where(col(AccessToken.token_hash) == token_hash)
-            .limit(1)
-        ).first()
-        return None if row is None else (row[0], bool(row[1]))
+    def by_hash_with_agent(self, token_hash: str) -> TokenCheck | None:
+        """What a token check needs of the token, and whether its agent (if it has one) exists and
+        is enabled, in one statement (built once and kept, its value bound; no model is loaded)."""
+        row = self.session.connection().execute(_token_check_statement(), {"hash": token_hash}).first()
+        if row is None:
+            return None
+        values = dict(zip(_TOKEN_COLUMNS, row[:-1], strict=True))
+        return TokenCheck(**values, agent_enabled=bool(row[-1]))
 
     def agent_enabled(self, agent_id: str) -> bool:
         """Whether the agent exists and is not disabled."""

@@ -41,8 +41,7 @@ class TokenVerifier:
         if not secret.startswith(ACCESS_PREFIX) or not _TOKEN_SHAPE.match(secret):
             raise InvalidToken("The access token is malformed.")
         with self._db.read() as session:
-            found = TokenRepository(session).by_hash_with_agent(hash_secret(secret))
-            row, agent_enabled = found if found is not None else (None, False)
+            row = TokenRepository(session).by_hash_with_agent(hash_secret(secret))
             if row is None or row.kind != TokenKind.ACCESS:
                 raise InvalidToken("The access token is not known.")
             if row.revoked_at is not None:
@@ -51,7 +50,7 @@ class TokenVerifier:
                 raise InvalidToken("The access token expired.")
             if row.audience != audience:
                 raise InvalidToken("The access token was issued for another resource.")
-            if row.agent_id is not None and not agent_enabled:
+            if row.agent_id is not None and not row.agent_enabled:
                 raise InvalidToken("The agent of this token is disabled.")
             scopes = frozenset(Scope(name) for name in row.scopes.split() if name in _KNOWN_SCOPES)
             if row.agent_id is None:

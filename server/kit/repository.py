@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
-from sqlalchemy import false
+from sqlalchemy import bindparam, false
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.elements import ColumnElement
 from sqlmodel import Session, SQLModel, select
@@ -35,6 +35,41 @@ class Reader(Protocol):
 
     @property
     def unrestricted(self) -> bool: ...
+
+
+# How a reader is scoped, for statements built once and kept: (unrestricted, of no organisation,
+# of one agent). `scoped` adds the clauses with bound values, `scope_params` gives the values.
+ReaderShape = tuple[bool, bool, bool]
+
+
+def reader_shape(reader: Reader) -> ReaderShape:
+    unrestricted = reader.unrestricted
+    return (
+        unrestricted,
+        not unrestricted and reader.org_id is None,
+        not unrestricted and reader.agent_id is not None,
+    )
+
+
+def scoped(statement: Any, shape: ReaderShape, org: Any, agent: Any | None) -> Any:
+    """`statement` limited as `TenantRepository.readable` limits it, with the reader's organisation
+    and agent as bound values ("reader_org", "reader_agent") rather than literals."""
+    unrestricted, no_org, one_agent = shape
+    if unrestricted:
+        return statement
+    if no_org:
+        return statement.where(false())
+    statement = statement.where(org == bindparam("reader_org"))
+    if one_agent and agent is not None:
+        statement = statement.where(agent == bindparam("reader_agent"))
+    return statement
+
+
+def scope_params(reader: Reader, shape: ReaderShape) -> dict[str, Any]:
+    unrestricted, no_org, one_agent = shape
+    if unrestricted or no_org:
+        return {}
+    return {"reader_org": reader.org_id, **({"reader_agent": reader.agent_id} if one_agent else {})}
 
 
 class Repository(Generic[M]):

@@ -23,9 +23,8 @@ from server.policy.engine import host_allowed, via_catalog
 from server.policy.model import Policy
 from server.policy.rule_service import rules_for_agent
 from server.policy.rules import Rule
-from server.policy.service import current_policy
 from server.policy.windows import window_end
-from server.tenancy.service import get_agent
+from server.tenancy.service import agent_with_policy
 
 WARNING_LEVEL = Decimal("0.8")
 
@@ -175,8 +174,7 @@ def _limits(
 
 
 def budget(session: Session, principal: Principal, *, agent_id: str, now: datetime) -> Budget:
-    agent = get_agent(session, principal, agent_id)
-    policy = current_policy(session, agent.id)
+    agent, policy = agent_with_policy(session, principal, agent_id)
     rules = rules_for_agent(session, agent, now=now)
     uncapped_member = agent.member_id is not None and not any(rule.is_member_cap for rule in rules)
     probes = [_MEMBER_PROBE] if uncapped_member else []

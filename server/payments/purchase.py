@@ -73,12 +73,12 @@ from server.policy.engine import host_allowed
 from server.policy.model import Policy
 from server.policy.rule_service import rules_for_agent
 from server.policy.rules import Rule
-from server.policy.service import add_catalog_host, current_policy
+from server.policy.service import add_catalog_host
 from server.sellers.client import REDIRECT_STATUSES, Judge, SellerClient, SellerRequest, SellerResponse
 from server.sellers.errors import ResponseLost, SellerTimeout
 from server.settings import SUPPORTED_NETWORKS, Settings
 from server.signers.base import SignerError
-from server.tenancy.service import get_agent
+from server.tenancy.service import agent_with_policy
 from server.wallets.service import active_wallet, signer_for
 from server.x402.authorization import build_authorization, payment_header, typed_data
 from server.x402.challenge import Challenge
@@ -108,10 +108,10 @@ def load_context(db: Database, principal: Principal, host: str, now: datetime) -
     `host`."""
     assert principal.agent_id is not None
     with db.read() as session:
-        agent = get_agent(session, principal, principal.agent_id)
+        agent, policy = agent_with_policy(session, principal, principal.agent_id)
         return AgentContext(
             agent,
-            current_policy(session, agent.id),
+            policy,
             active_wallet(session, agent.id),
             listing_for(session, host) is not None,
             tuple(rules_for_agent(session, agent, now=now)),

@@ -18,7 +18,15 @@ from sqlalchemy import Integer, and_, bindparam, case, false, func, or_
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 
-from server.kit.repository import Reader, Repository, TenantRepository
+from server.kit.repository import (
+    Reader,
+    ReaderShape,
+    Repository,
+    TenantRepository,
+    reader_shape,
+    scope_params,
+    scoped,
+)
 from server.models import Agent, ChainScanCursor, OutOfPolicyFinding, PaymentIntent, Wallet
 from server.models.enums import IntentStatus, RuleScope
 
@@ -228,7 +236,7 @@ class IntentRepository(TenantRepository[PaymentIntent]):
             if len(_SPENDS_STATEMENTS) >= _STATEMENTS_KEPT:
                 _SPENDS_STATEMENTS.clear()
             _SPENDS_STATEMENTS[key] = statement
-        row = self.session.execute(statement, params).one()
+        row = self.session.connection().execute(statement, params).one()  # columns only: no ORM work
         return [(int(row[2 * i]), int(row[2 * i + 1])) for i in range(len(spends))]
 
     def pay_to_known(self, *, org_id: str, pay_to: str) -> bool:
@@ -335,6 +343,21 @@ class IntentRepository(TenantRepository[PaymentIntent]):
         )
 
 
+# `FindingRepository.recent`'s statement of ids, per shape of reader, built once and kept.
+_RECENT_FINDINGS: dict[ReaderShape, Any] = {}
+
+
+def _recent_findings_statement(shape: ReaderShape) -> Any:
+    table = OutOfPolicyFinding.__table__  # type: ignore[attr-defined]
+    statement = (
+        select(table.c.id)
+        .where(table.c.agent_id == bindparam("agent"), table.c.detected_at >= bindparam("since"))
+        .order_by(table.c.detected_at.desc())
+        .limit(bindparam("limit"))
+    )
+    return scoped(statement, shape, table.c.org_id, table.c.agent_id)
+
+
 class FindingRepository(TenantRepository[OutOfPolicyFinding]):
     model = OutOfPolicyFinding
     agent_column = "agent_id"
@@ -361,11 +384,21 @@ class FindingRepository(TenantRepository[OutOfPolicyFinding]):
     def recent(
         self, reader: Reader, *, agent_id: str, since: datetime, limit: int
     ) -> Sequence[OutOfPolicyFinding]:
+        """The agent's findings since `since`, newest first. Their ids come from a kept statement
+        with its values bound; rows are loaded only when there are some (rarely: each is money that
+        left the wallet outside any payment)."""
+        shape = reader_shape(reader)
+        statement = _RECENT_FINDINGS.get(shape)
+        if statement is None:
+            statement = _RECENT_FINDINGS[shape] = _recent_findings_statement(shape)
+        params = {"agent": agent_id, "since": since, "limit": limit, **scope_params(reader, shape)}
+        ids = list(self.session.connection().execute(statement, params).scalars())
+        if not ids:
+            return []
         return self.all(
             self.readable(reader)
-            .where(OutOfPolicyFinding.agent_id == agent_id, col(OutOfPolicyFinding.detected_at) >= since)
-            .order_by(col(OutOfPolicyFinding.detected_at).desc())
-            .limit(limit)
+            .where(col(OutOfPolicyFinding.id).in_(ids))
+            .order_by(col(OutOfPolicyFinding.detected_at).desc(), col(OutOfPolicyFinding.id))
         )
 
 

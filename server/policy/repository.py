@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from sqlalchemy import and_, func, or_
+from sqlalchemy import and_, bindparam, func, or_
 from sqlmodel import col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
@@ -19,17 +19,73 @@ from server.kit.repository import Reader, TenantRepository
 from server.models import PolicyVersion, RuleVersion
 from server.models.enums import RuleScope, RuleSource
 
+# The columns a rule is made of, in the order `RuleVersionRepository.in_force_rows` returns them.
+RULE_COLUMNS = (
+    "rule_id",
+    "version",
+    "scope",
+    "kind",
+    "host",
+    "path_prefix",
+    "limit_atomic",
+    "window",
+    "source",
+    "expires_at",
+)
+# `in_force_rows` statements by number of scopes, built once and kept, their values bound.
+_IN_FORCE: dict[int, Any] = {}
+
+
+def _in_force_statement(scopes: int) -> Any:
+    table = RuleVersion.__table__  # type: ignore[attr-defined]
+    newer = table.alias("newer")
+    latest = (
+        select(newer.c.rule_id, func.max(newer.c.version).label("latest"))
+        .where(newer.c.org_id == bindparam("org"))
+        .group_by(newer.c.rule_id)
+        .subquery()
+    )
+    return (
+        select(*(table.c[name] for name in RULE_COLUMNS))
+        .join(latest, and_(table.c.rule_id == latest.c.rule_id, table.c.version == latest.c.latest))
+        .where(table.c.org_id == bindparam("org"), table.c.active.is_(True))
+        .where(or_(table.c.expires_at.is_(None), table.c.expires_at > bindparam("now")))
+        .where(
+            or_(
+                *(
+                    and_(
+                        table.c.scope == bindparam(f"scope_{i}"),
+                        table.c.scope_id == bindparam(f"scope_id_{i}"),
+                    )
+                    for i in range(scopes)
+                )
+            )
+        )
+        .order_by(table.c.created_at, table.c.rule_id)
+    )
+
+
+_NEWEST_ID: list[Any] = []  # `newest_id_for_agent`'s statement, built once
+
 
 class PolicyVersionRepository(TenantRepository[PolicyVersion]):
     model = PolicyVersion
     agent_column: ClassVar[str | None] = "agent_id"
 
-    def newest_for_agent(self, agent_id: str) -> PolicyVersion | None:
-        return self.first(
-            self.statement()
-            .where(PolicyVersion.agent_id == agent_id)
-            .order_by(col(PolicyVersion.version).desc())
-        )
+    def by_id(self, version_id: str) -> PolicyVersion | None:
+        return self.first(self.statement().where(PolicyVersion.id == version_id))
+
+    def newest_id_for_agent(self, agent_id: str) -> str | None:
+        """The id of the agent's newest policy version, from a statement built once (no model)."""
+        if not _NEWEST_ID:
+            table = PolicyVersion.__table__  # type: ignore[attr-defined]
+            _NEWEST_ID.append(
+                select(table.c.id)
+                .where(table.c.agent_id == bindparam("agent"))
+                .order_by(table.c.version.desc())
+                .limit(1)
+            )
+        return self.session.connection().execute(_NEWEST_ID[0], {"agent": agent_id}).scalar()
 
 
 class RuleVersionRepository(TenantRepository[RuleVersion]):
@@ -88,6 +144,22 @@ class RuleVersionRepository(TenantRepository[RuleVersion]):
                 )
             )
         return self.all(statement)
+
+    def in_force_rows(
+        self, *, org_id: str, now: datetime, scopes: Sequence[tuple[RuleScope, str]]
+    ) -> Sequence[Any]:
+        """`in_force` for one of `scopes`, as rows of RULE_COLUMNS rather than loaded models: the
+        statement is built once per number of scopes and kept, its values bound."""
+        if not scopes:
+            return []
+        statement = _IN_FORCE.get(len(scopes))
+        if statement is None:
+            statement = _IN_FORCE[len(scopes)] = _in_force_statement(len(scopes))
+        params: dict[str, Any] = {"org": org_id, "now": now}
+        for i, (scope, scope_id) in enumerate(scopes):
+            params[f"scope_{i}"] = scope
+            params[f"scope_id_{i}"] = scope_id
+        return self.session.connection().execute(statement, params).all()
 
     def chat_rules_proposed_since(self, *, agent_id: str, since: datetime) -> int:
         """How many chat rules the agent proposed (first versions written) after `since`."""

@@ -91,12 +91,30 @@ def parse_scope(text: str) -> RuleScope:
         raise RuleRejected(RuleReason.INVALID_SCOPE, ["scope"]) from exc
 
 
+# Rules by (id, version). A rule version is never changed once written (a change writes the next
+# version), so a process builds each one once; which versions are in force is read on every call.
+_RULES: dict[tuple[str, int], Rule] = {}
+_RULES_KEPT = 16384
+
+
 def current_rules(
     session: Session, *, org_id: str, scopes: Sequence[tuple[RuleScope, str]], now: datetime
 ) -> list[Rule]:
     """The rules in force (newest version active, not expired) for any of the (scope, id) pairs."""
-    rows = RuleVersionRepository(session).in_force(org_id=org_id, now=now, scopes=scopes)
-    return [rule_from_row(row) for row in rows]
+    rules = []
+    for row in RuleVersionRepository(session).in_force_rows(org_id=org_id, now=now, scopes=scopes):
+        rule_id, version, scope, kind, host, path_prefix, limit_atomic, window, source, expires_at = row
+        key = (rule_id, version)
+        rule = _RULES.get(key)
+        if rule is None:
+            rule = Rule(
+                rule_id, version, scope, kind, host, path_prefix, limit_atomic, window, source, expires_at
+            )
+            if len(_RULES) >= _RULES_KEPT:
+                _RULES.clear()
+            _RULES[key] = rule
+        rules.append(rule)
+    return rules
 
 
 def agent_scopes(agent: Agent) -> list[tuple[RuleScope, str]]:

@@ -105,11 +105,41 @@ def create_initial_policy(session: Session, *, agent: Agent, actor: str, now: da
     return policy
 
 
+# Policies by the id of their version. A version is never changed once written (a change writes the
+# next one), so a process parses each version once and keeps it; which version is in force is read
+# from the database on every call, never from here.
+_POLICIES: dict[str, Policy] = {}
+_POLICIES_KEPT = 4096
+
+
+def _kept(row: PolicyVersion) -> Policy:
+    policy = _POLICIES.get(row.id)
+    if policy is None:
+        policy = Policy.from_document(row.version, row.document)
+        if len(_POLICIES) >= _POLICIES_KEPT:
+            _POLICIES.clear()
+        _POLICIES[row.id] = policy
+    return policy
+
+
 def current_policy(session: Session, agent_id: str) -> Policy:
-    row = PolicyVersionRepository(session).newest_for_agent(agent_id)
+    """The agent's policy in force: its newest version's id is read now, its document once per
+    process."""
+    return policy_of_version(session, PolicyVersionRepository(session).newest_id_for_agent(agent_id))
+
+
+def policy_of_version(session: Session, version_id: str | None) -> Policy:
+    """The policy of the version with this id (the one in force, read by the caller in the same
+    transaction); None, for an agent without a policy, fails closed. Read once per process."""
+    if version_id is None:
+        raise PolicyNotFound()
+    policy = _POLICIES.get(version_id)
+    if policy is not None:
+        return policy
+    row = PolicyVersionRepository(session).by_id(version_id)
     if row is None:
         raise PolicyNotFound()
-    return Policy.from_document(row.version, row.document)
+    return _kept(row)
 
 
 def changes_from_settings(current: Policy, settings: PolicySettings) -> PolicyChanges:

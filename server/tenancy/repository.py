@@ -7,12 +7,37 @@ agent row. Names and emails are looked up within one organisation, never across 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
+from sqlalchemy import and_, bindparam, func, select
+from sqlalchemy.orm import aliased
 from sqlmodel import col
 
-from server.kit.repository import Reader, TenantRepository
-from server.models import Agent, Member, Organization, Team
+from server.kit.repository import Reader, ReaderShape, TenantRepository, reader_shape, scope_params, scoped
+from server.models import Agent, Member, Organization, PolicyVersion, Team
+
+# The statement of `AgentRepository.with_current_policy`, built once per shape of reader
+# (unrestricted, of no organisation, of an organisation, of one agent), its values bound.
+_WITH_POLICY: dict[ReaderShape, Any] = {}
+
+
+def _with_policy_statement(shape: ReaderShape) -> Any:
+    newer = aliased(PolicyVersion)
+    newest = (
+        select(func.max(newer.version))
+        .where(col(newer.agent_id) == col(Agent.id))
+        .correlate(Agent)
+        .scalar_subquery()
+    )
+    statement = (
+        select(Agent, col(PolicyVersion.id))
+        .outerjoin(
+            PolicyVersion,
+            and_(col(PolicyVersion.agent_id) == col(Agent.id), col(PolicyVersion.version) == newest),
+        )
+        .where(col(Agent.id) == bindparam("agent"))
+    )
+    return scoped(statement, shape, col(Agent.org_id), col(Agent.id))
 
 
 class OrganizationRepository(TenantRepository[Organization]):
@@ -49,6 +74,17 @@ class MemberRepository(TenantRepository[Member]):
 class AgentRepository(TenantRepository[Agent]):
     model = Agent
     agent_column: ClassVar[str | None] = "id"
+
+    def with_current_policy(self, reader: Reader, agent_id: str) -> tuple[Agent, str | None] | None:
+        """The agent, if the reader may read it, with the id of its newest policy version (None if
+        it has none), in one statement."""
+        shape = reader_shape(reader)
+        statement = _WITH_POLICY.get(shape)
+        if statement is None:
+            statement = _WITH_POLICY[shape] = _with_policy_statement(shape)
+        params = {"agent": agent_id, **scope_params(reader, shape)}
+        row = self.session.execute(statement, params).first()
+        return None if row is None else (row[0], row[1])
 
     def by_name(self, reader: Reader, *, org_id: str, name: str) -> Agent | None:
         return self.first(self.readable(reader).where(Agent.org_id == org_id, Agent.name == name))

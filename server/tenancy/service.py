@@ -19,9 +19,10 @@ from server.kit.errors import InputReason, InvalidInput, PaywardenError
 from server.kit.ids import new_id
 from server.models import Agent, Member, Organization, Team
 from server.models.enums import Role, RuleScope
+from server.policy.model import Policy
 from server.policy.rule_service import ScopeNotFound, create_default_rules
 from server.policy.rules import RuleTarget
-from server.policy.service import create_initial_policy
+from server.policy.service import create_initial_policy, policy_of_version
 from server.settings import SUPPORTED_NETWORKS
 from server.tenancy.repository import (
     AgentRepository,
@@ -238,6 +239,16 @@ def get_agent(session: Session, principal: Principal, agent_id: str) -> Agent:
     if agent is None:
         raise AgentNotFound()
     return agent
+
+
+def agent_with_policy(session: Session, principal: Principal, agent_id: str) -> tuple[Agent, Policy]:
+    """`get_agent` and the agent's policy in force, read in one statement (the policy's document
+    is parsed once per process per version: versions never change)."""
+    found = AgentRepository(session).with_current_policy(principal, agent_id)
+    if found is None:
+        raise AgentNotFound()
+    agent, version_id = found
+    return agent, policy_of_version(session, version_id)
 
 
 def find_agent_by_name(session: Session, principal: Principal, *, org_id: str, name: str) -> Agent | None:
