@@ -394,6 +394,18 @@ def _hold_again(
     return Reservation("held", decision=decision, intent=intent, approval=fresh)
 
 
+def locked_intent(session: Session, principal: Principal, intent_id: str) -> PaymentIntent:
+    """The intent `principal` may read, as it stands once its organisation's lock is held: every
+    change to an intent is decided on this fresh copy, never on one read before the lock."""
+    intents = IntentRepository(session)
+    intent = intents.get_readable(principal, intent_id)
+    if intent is None:
+        raise IllegalTransition(detail="unknown intent")
+    lock_org(session, intent.org_id)
+    intents.refresh(intent)
+    return intent
+
+
 def update_intent(
     session: Session,
     principal: Principal,
@@ -409,12 +421,7 @@ def update_intent(
     `settled` is final: when a concurrent check (a replay, the reconciler) already found the
     transfer on-chain, the seller's later answer is recorded without moving the intent back.
     """
-    intents = IntentRepository(session)
-    intent = intents.get_readable(principal, intent_id)
-    if intent is None:
-        raise IllegalTransition(detail="unknown intent")
-    lock_org(session, intent.org_id)
-    intents.refresh(intent)
+    intent = locked_intent(session, principal, intent_id)
     settled_already = intent.status == IntentStatus.SETTLED and to in SETTLED_STAYS
     if intent.status != to and not settled_already:
         transition(intent, to, now=now)

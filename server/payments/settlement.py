@@ -27,13 +27,13 @@ from server.audit.service import record as audit
 from server.chain.service import ChainService
 from server.chain.settlement import ChainVerdict, ExpectedTransfer, SettlementFinding
 from server.kit.clock import Clock
-from server.kit.db import Database, lock_org
+from server.kit.db import Database
 from server.kit.money import format_usd
 from server.models import PaymentIntent
 from server.models.enums import IntentStatus
 from server.payments import ledger
-from server.payments.errors import NEVER_SENT_FAILURES, IllegalTransition
-from server.payments.repository import IN_FLIGHT, IntentRepository
+from server.payments.errors import NEVER_SENT_FAILURES
+from server.payments.repository import IN_FLIGHT
 from server.payments.states import transition
 
 log = logging.getLogger("paywarden.chain")
@@ -123,12 +123,7 @@ class SettlementChecker:
     def _settle(self, principal: Principal, intent_id: str, finding: SettlementFinding) -> PaymentIntent:
         now = self._clock.now()
         with self._db.write() as session:
-            intents = IntentRepository(session)
-            intent = intents.get_readable(principal, intent_id)
-            if intent is None:
-                raise IllegalTransition(detail="unknown intent")
-            lock_org(session, intent.org_id)
-            intents.refresh(intent)
+            intent = ledger.locked_intent(session, principal, intent_id)
             if intent.status == IntentStatus.SETTLED or intent.status not in SETTLEABLE:
                 return intent  # another process got there first
             return ledger.update_intent(
@@ -149,12 +144,7 @@ class SettlementChecker:
         assert verdict.block_timestamp is not None
         now = self._clock.now()
         with self._db.write() as session:
-            intents = IntentRepository(session)
-            intent = intents.get_readable(principal, intent_id)
-            if intent is None:
-                raise IllegalTransition(detail="unknown intent")
-            lock_org(session, intent.org_id)
-            intents.refresh(intent)
+            intent = ledger.locked_intent(session, principal, intent_id)
             if self._settled_for_good(intent):
                 return intent  # settled, flagged or proven lapsed by another pass meanwhile
             event = "payment.lapsed"
@@ -190,12 +180,7 @@ class SettlementChecker:
     ) -> PaymentIntent:
         now = self._clock.now()
         with self._db.write() as session:
-            intents = IntentRepository(session)
-            intent = intents.get_readable(principal, intent_id)
-            if intent is None:
-                raise IllegalTransition(detail="unknown intent")
-            lock_org(session, intent.org_id)
-            intents.refresh(intent)
+            intent = ledger.locked_intent(session, principal, intent_id)
             if (intent.failure_code or "").startswith(MISMATCH_PREFIX):
                 return intent
             intent.failure_code = f"{MISMATCH_PREFIX}_{finding.mismatch}"
