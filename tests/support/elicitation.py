@@ -88,7 +88,9 @@ async def call_while_deciding(
     decider: Callable[[ElicitRequestURLParams], Awaitable[object]],
 ) -> CallToolResult:
     """Call fetch_paid; once the client was asked (one URL elicitation), `decider` decides it
-    while the call waits (it must not have returned by then). Returns the call's result."""
+    while the call waits (it must not have returned when the decision starts; it may return as
+    soon as the decision is committed, before the decider itself is done). Returns the call's
+    result, which shows whether it saw the decision (`paid` only after an approval)."""
     result: list[CallToolResult] = []
 
     async def call() -> None:
@@ -98,8 +100,8 @@ async def call_while_deciding(
         group.start_soon(call)
         with anyio.fail_after(ASKED_TIMEOUT_S):
             await elicitations.asked.wait()
-        await decider(elicitations.only())
         assert not result, "the call returned before the person decided"
+        await decider(elicitations.only())
     return result[0]
 
 
