@@ -36,7 +36,7 @@ lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check server auth tests alembic infra
 	$(VENV)/bin/ruff format --check server auth tests alembic infra
 	$(VENV)/bin/mypy
-	$(VENV)/bin/lint-imports
+	$(VENV)/bin/lint-imports --no-cache
 
 # Benchmarks (not part of `make test`): each prints its numbers, and the run ends with one table,
 # also written to .pytest_cache/bench/results.md. PAYWARDEN_BENCH_QUICK=1 for a smoke run.

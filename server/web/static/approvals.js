@@ -19,20 +19,7 @@
     problem.focus();
     busy(false);
   }
-  async function post(url, body) {
-    const response = await fetch(url, {
-      method: "POST",
-      headers: {"Content-Type": "application/json", "Accept": "application/json"},
-      credentials: "same-origin",
-      body: JSON.stringify(body),
-    });
-    let answer = {};
-    try { answer = await response.json(); } catch (ignored) { answer = {}; }
-    if (!response.ok) {
-      throw new Error(answer.message || "Paywarden could not finish this step. Please try again.");
-    }
-    return answer;
-  }
+  const post = window.paywardenPost;
 
   if (!(window.PublicKeyCredential && typeof PublicKeyCredential.parseRequestOptionsFromJSON === "function")) {
     busy(true);

@@ -22,20 +22,7 @@
     const input = form.querySelector("[name=" + name + "]");
     return input ? input.value : undefined;
   }
-  async function post(url, body) {
-    const response = await fetch(url, {
-      method: "POST",
-      headers: {"Content-Type": "application/json", "Accept": "application/json"},
-      credentials: "same-origin",
-      body: JSON.stringify(body),
-    });
-    let answer = {};
-    try { answer = await response.json(); } catch (ignored) { answer = {}; }
-    if (!response.ok) {
-      throw new Error(answer.message || "Paywarden could not finish this step. Please try again.");
-    }
-    return answer;
-  }
+  const post = window.paywardenPost;
 
   const supported = window.PublicKeyCredential
     && typeof PublicKeyCredential.parseCreationOptionsFromJSON === "function"
