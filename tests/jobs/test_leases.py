@@ -5,19 +5,19 @@ waiting for the leases to lapse."""
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from sqlmodel import select
 
 from server.jobs.runner import JobRunner
-from server.kit.clock import FrozenClock, as_utc
+from server.kit.clock import Clock, SystemClock, as_utc
 from server.kit.db import Database
 from server.kit.migrations import upgrade
 from server.models import JobLease
 from server.services import build_services
 from tests.support.chain import free_port
+from tests.support.clocks import frozen_clock, written
 from tests.support.paywarden import RunningServer, settings_for
 from tests.support.processes import serve_processes
 
@@ -32,12 +32,13 @@ def leases(db: Database) -> list[JobLease]:
         return list(session.exec(select(JobLease).order_by(JobLease.name)))
 
 
-def wait_for_leases(db: Database, *, count: int, not_held_by: set[str]) -> list[JobLease]:
-    """Poll (bounded) until `count` leases are held by a holder not in `not_held_by`."""
+def wait_for_leases(db: Database, clock: Clock, *, count: int, not_held_by: set[str]) -> list[JobLease]:
+    """Poll (bounded) until `count` leases are held by a holder not in `not_held_by`. Held means
+    unexpired by the clock the server was given: its leases are stamped with that clock's time."""
     deadline = time.monotonic() + TAKEN_TIMEOUT_S
     while True:
         rows = leases(db)
-        now = datetime.now(UTC)
+        now = clock.now()
         held = [row for row in rows if row.holder not in not_held_by and as_utc(row.expires_at) > now]
         if len(held) == count:
             return rows
@@ -47,11 +48,11 @@ def wait_for_leases(db: Database, *, count: int, not_held_by: set[str]) -> list[
 
 
 async def test_the_app_releases_its_leases_when_it_shuts_down(db: Database) -> None:
-    clock = FrozenClock(datetime(2026, 12, 1, 12, 0, tzinfo=UTC))
+    clock = frozen_clock(written(2026, 12, 1, 12, 0))
     settings = settings_for(database_url=db.url, port=8402, extra=JOBS_ON)
     jobs = build_services(settings, clock=clock, db=db).jobs
     with RunningServer(settings, port=free_port(), clock=clock):
-        taken = wait_for_leases(db, count=len(jobs), not_held_by=set())
+        taken = wait_for_leases(db, clock, count=len(jobs), not_held_by=set())
     holder = taken[0].holder
     after = leases(db)
     assert {row.holder for row in after} == {holder}
@@ -69,14 +70,16 @@ def test_a_restarted_serve_process_takes_its_jobs_over_at_once(tmp_path: Path) -
     try:
         upgrade(db)
         count = len(build_services(settings_for(database_url=url, port=8402)).jobs)
+        # `paywarden serve` keeps the machine's time, and so does this test.
+        wall = SystemClock()
         with serve_processes(1, database_url=url, extra=JOBS_ON, workdir=tmp_path):
-            first = wait_for_leases(db, count=count, not_held_by=set())
-        stopped = datetime.now(UTC)
+            first = wait_for_leases(db, wall, count=count, not_held_by=set())
+        stopped = wall.now()
         holders = {row.holder for row in first}
         assert len(holders) == 1
         assert all(as_utc(row.expires_at) <= stopped for row in leases(db))
         with serve_processes(1, database_url=url, extra=JOBS_ON, workdir=tmp_path):
-            second = wait_for_leases(db, count=count, not_held_by=holders)
+            second = wait_for_leases(db, wall, count=count, not_held_by=holders)
         assert {row.holder for row in second}.isdisjoint(holders)
     finally:
         db.dispose()
