@@ -16,6 +16,8 @@ from typing import NoReturn
 
 import pytest
 
+from tests.support import clocks
+
 _ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -44,9 +46,21 @@ def record_test_output(path: Path) -> None:
     _kept.append(path)
 
 
+@pytest.hookimpl(trylast=True)  # after pytest-randomly has chosen its seed
+def pytest_configure(config: pytest.Config) -> None:
+    seed = getattr(config.option, "randomly_seed", None)
+    clocks.choose_epoch_shift(seed if isinstance(seed, int) else None)
+
+
 def pytest_report_header(config: pytest.Config) -> list[str]:
     mode = "every test must run" if all_tests_required() else "missing tools skip"
-    return [f"paywarden: {mode}", f"paywarden: test output (screenshots) in {output_dir()}"]
+    years = clocks.CYCLE_YEARS * clocks.epoch_shift_cycles()
+    return [
+        f"paywarden: {mode}",
+        f"paywarden: test output (screenshots) in {output_dir()}",
+        f"paywarden: frozen clocks run {years:+d} years from their written dates "
+        f"({clocks.ENV}={clocks.epoch_shift_cycles()} replays it)",
+    ]
 
 
 _skipped: list[str] = []
