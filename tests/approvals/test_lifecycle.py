@@ -3,7 +3,7 @@ host, and its TTL is the organisation's."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
@@ -11,12 +11,13 @@ from server.kit.db import Database
 from server.payments import holds
 from server.payments.errors import ApprovalMismatch
 from server.tenancy.service import find_org, set_approval_ttl
+from tests.support.clocks import written
 from tests.support.ledger import authorize_held_now, facts, reserve_now
 from tests.support.paywarden import settings_for
 from tests.support.principals import OPERATOR
 from tests.support.tenants import make_agent, make_member
 
-NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+NOW = written(2026, 12, 2, 12, 0)
 
 
 @pytest.mark.parametrize(

@@ -13,10 +13,11 @@ import pytest
 from sqlmodel import select
 
 from server.approvals.notifications import ApprovalNotifier, slack_escape
-from server.kit.clock import FrozenClock, SystemClock
+from server.kit.clock import FrozenClock
 from server.kit.db import Database
 from server.models import Agent, Approval, ApprovalNotification
 from server.settings import ConfigError, load_settings
+from tests.support.clocks import frozen_clock
 from tests.support.ledger import CENT, facts, reserve_now
 from tests.support.paywarden import TEST_MASTER_KEY, settings_for
 from tests.support.tenants import AgentSetup, make_agent
@@ -35,7 +36,7 @@ def receiver() -> Iterator[WebhookReceiver]:
 
 @pytest.fixture
 def clock() -> FrozenClock:
-    return FrozenClock(SystemClock().now())
+    return frozen_clock()
 
 
 def _agent(db: Database, **kw: object) -> AgentSetup:

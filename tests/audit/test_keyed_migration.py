@@ -5,8 +5,6 @@ legacy events without their anchor, are named."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import pytest
 from alembic import command
 
@@ -19,11 +17,12 @@ from server.models import Agent, AuditEvent, Organization, Wallet
 from server.models.enums import WalletMode
 from tests.support.audit import add_plain_event, chain, drop_append_only_triggers, edit, rehash, remove
 from tests.support.cli import run_cli
+from tests.support.clocks import written
 from tests.support.paywarden import TEST_MASTER_KEY
 
 BEFORE_KEYING = "20261130_0007"
-THEN = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
-NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+THEN = written(2026, 11, 1, 9, 0)
+NOW = written(2026, 12, 1, 12, 0)
 
 
 def step_down(db: Database, revision: str) -> None:

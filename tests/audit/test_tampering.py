@@ -5,8 +5,6 @@ named by verification. On SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import pytest
 from sqlalchemy import delete, text, update
 from sqlalchemy.exc import DBAPIError
@@ -29,8 +27,9 @@ from tests.support.audit import (
     swap,
     under,
 )
+from tests.support.clocks import written
 
-NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+NOW = written(2026, 12, 1, 12, 0)
 EVENTS = 6  # org.created, then five events: seq 1 to 6
 
 

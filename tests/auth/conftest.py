@@ -7,8 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from server.kit.clock import FrozenClock, SystemClock
+from server.kit.clock import FrozenClock
 from server.kit.db import Database
+from tests.support.clocks import frozen_clock
 from tests.support.oauth import Person, enrolled_person
 from tests.support.paywarden import RunningServer, serve
 
@@ -16,7 +17,7 @@ from tests.support.paywarden import RunningServer, serve
 @pytest.fixture
 def clock() -> FrozenClock:
     """Starts at the real time and moves only when the test says so."""
-    return FrozenClock(SystemClock().now())
+    return frozen_clock()
 
 
 @pytest.fixture

@@ -5,11 +5,12 @@ the same moment gets the same new pair from both."""
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
+from server.kit.clock import Clock, SystemClock
 from server.kit.db import Database
 from server.settings import Settings
 from tests.support.oauth import call_tool, connect, enrolled_person, refresh_with, rpc_result
@@ -23,6 +24,8 @@ class Deployment:
 
     settings: Settings
     public_url: str
+    # `paywarden serve` processes keep the machine's time.
+    clock: Clock = field(default_factory=SystemClock)
 
 
 def _deployment(db: Database, public_url: str) -> Deployment:

@@ -113,10 +113,12 @@ def cimd_server(sqlite_db: Database, clock: FrozenClock, authority: TestAuthorit
 
 @pytest.fixture
 def browser(cimd_server: RunningServer, sqlite_db: Database) -> Iterator[SoftBrowser]:
-    agent = make_agent(sqlite_db, cimd_server.settings, allow_hosts=["api.example.com"])
-    member_id = make_member(sqlite_db, agent.org_id, role="owner")
+    agent = make_agent(
+        sqlite_db, cimd_server.settings, allow_hosts=["api.example.com"], clock=cimd_server.clock
+    )
+    member_id = make_member(sqlite_db, agent.org_id, role="owner", clock=cimd_server.clock)
     with SoftBrowser(cimd_server) as person:
-        person.enroll(enrollment_link_token(sqlite_db, member_id, agent.org_id))
+        person.enroll(enrollment_link_token(sqlite_db, member_id, agent.org_id, clock=cimd_server.clock))
         yield person
 
 

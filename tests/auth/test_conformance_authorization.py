@@ -64,7 +64,7 @@ async def test_the_authorization_server_scenarios_pass(
     )
     try:
         with anyio.fail_after(RUN_TIMEOUT_S):
-            token = enrollment_link_token(sqlite_db, member_id, agent.org_id)
+            token = enrollment_link_token(sqlite_db, member_id, agent.org_id, clock=paywarden.clock)
             await page.goto(f"{paywarden.settings.pages_url}/enroll/{token}")
             await page.get_by_role("button", name="Create a passkey").click()
             await page.wait_for_url("**/admin?welcome=1")

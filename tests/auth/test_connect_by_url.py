@@ -119,7 +119,7 @@ async def _enrol(page: Page, screenshots: Screenshots, server: RunningServer, db
     """An owner opens their enrolment link and creates a passkey, then signs out."""
     agent = make_agent(db, server.settings, allow_hosts=["api.example.com"], name="research-bot")
     member_id = make_member(db, agent.org_id, role="owner")
-    token = enrollment_link_token(db, member_id, agent.org_id)
+    token = enrollment_link_token(db, member_id, agent.org_id, clock=server.clock)
     await page.goto(f"{server.settings.pages_url}/enroll/{token}")
     await page.get_by_label("Name this passkey").fill("Test laptop")
     await page.get_by_role("button", name="Create a passkey").click()

@@ -23,9 +23,9 @@ def _text(response: httpx.Response) -> str:
 
 
 def test_an_enrolment_link_works_once(server: RunningServer, sqlite_db: Database) -> None:
-    agent = make_agent(sqlite_db, server.settings, allow_hosts=[])
-    member_id = make_member(sqlite_db, agent.org_id, role="owner")
-    token = enrollment_link_token(sqlite_db, member_id, agent.org_id)
+    agent = make_agent(sqlite_db, server.settings, allow_hosts=[], clock=server.clock)
+    member_id = make_member(sqlite_db, agent.org_id, role="owner", clock=server.clock)
+    token = enrollment_link_token(sqlite_db, member_id, agent.org_id, clock=server.clock)
     with SoftBrowser(server) as browser:
         welcome = browser.get(f"/enroll/{token}")
         assert welcome.status_code == 200
@@ -41,9 +41,9 @@ def test_an_enrolment_link_works_once(server: RunningServer, sqlite_db: Database
 def test_an_expired_enrolment_link_is_refused(
     server: RunningServer, sqlite_db: Database, clock: FrozenClock
 ) -> None:
-    agent = make_agent(sqlite_db, server.settings, allow_hosts=[])
-    member_id = make_member(sqlite_db, agent.org_id, role="owner")
-    token = enrollment_link_token(sqlite_db, member_id, agent.org_id)
+    agent = make_agent(sqlite_db, server.settings, allow_hosts=[], clock=server.clock)
+    member_id = make_member(sqlite_db, agent.org_id, role="owner", clock=server.clock)
+    token = enrollment_link_token(sqlite_db, member_id, agent.org_id, clock=server.clock)
     clock.advance(7 * 24 * 3600 + 1)
     with SoftBrowser(server) as browser:
         assert browser.get(f"/enroll/{token}").status_code == 410

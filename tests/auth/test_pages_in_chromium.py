@@ -56,9 +56,8 @@ def paywarden(sqlite_db: Database) -> Iterator[RunningServer]:
 async def _enrol(page: Page, server: RunningServer, db: Database, screenshots: Screenshots) -> str:
     agent = make_agent(db, server.settings, allow_hosts=[], name="ops-bot")
     member_id = make_member(db, agent.org_id, role="owner")
-    await page.goto(
-        f"{server.settings.pages_url}/enroll/{enrollment_link_token(db, member_id, agent.org_id)}"
-    )
+    token = enrollment_link_token(db, member_id, agent.org_id, clock=server.clock)
+    await page.goto(f"{server.settings.pages_url}/enroll/{token}")
     await _check_page(page)
     await screenshots.take(page, "enrol")
     await page.get_by_label("Name this passkey").fill("Work laptop")

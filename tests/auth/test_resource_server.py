@@ -120,7 +120,9 @@ async def test_a_command_line_token_gets_the_tool_error_for_every_tool(
 ) -> None:
     for tool, needed in TOOL_SCOPES.items():
         others = frozenset(AGENT_SCOPES - needed) or frozenset({Scope.CATALOG_READ})
-        token = make_agent(sqlite_db, server.settings, allow_hosts=["api.example.com"], scopes=others).token
+        token = make_agent(
+            sqlite_db, server.settings, allow_hosts=["api.example.com"], scopes=others, clock=server.clock
+        ).token
         async with mcp_client(server.settings.mcp_url, token) as client:
             listed = {item.name for item in (await client.list_tools()).tools}
             if tool not in listed:
@@ -131,7 +133,7 @@ async def test_a_command_line_token_gets_the_tool_error_for_every_tool(
 
 
 async def test_every_tool_has_its_scopes_declared(server: RunningServer, sqlite_db: Database) -> None:
-    token = make_agent(sqlite_db, server.settings, allow_hosts=["api.example.com"]).token
+    token = make_agent(sqlite_db, server.settings, allow_hosts=["api.example.com"], clock=server.clock).token
     async with mcp_client(server.settings.mcp_url, token) as client:
         listed = {item.name for item in (await client.list_tools()).tools}
     assert listed <= set(TOOL_SCOPES)

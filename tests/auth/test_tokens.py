@@ -19,6 +19,7 @@ from server.kit.db import Database
 from server.kit.errors import PaywardenError
 from server.models import AccessToken, Agent, AuditEvent
 from server.tenancy.service import create_agent, create_org
+from tests.support.clocks import frozen_clock
 
 AUDIENCE = "http://127.0.0.1:8402/mcp"
 
@@ -50,7 +51,7 @@ def _issue(
 
 def test_only_the_hash_is_stored_and_the_token_verifies(db: Database) -> None:
     org_id, agent_id = _agent(db)
-    clock = FrozenClock(SystemClock().now())
+    clock = frozen_clock()
     token_id, token = _issue(db, org_id, agent_id, clock)
     assert token.startswith("pw_at_")
     with db.read() as session:
@@ -70,7 +71,7 @@ def test_only_the_hash_is_stored_and_the_token_verifies(db: Database) -> None:
 
 def test_expired_revoked_foreign_and_unknown_tokens_are_refused(db: Database) -> None:
     org_id, agent_id = _agent(db)
-    clock = FrozenClock(SystemClock().now())
+    clock = frozen_clock()
     verifier = TokenVerifier(db, clock)
     _, token = _issue(db, org_id, agent_id, clock, ttl=60)
 
@@ -113,7 +114,7 @@ def test_an_agent_token_can_never_carry_admin(db: Database) -> None:
 
 def test_ttl_bounds_are_enforced(db: Database) -> None:
     org_id, agent_id = _agent(db)
-    clock = FrozenClock(SystemClock().now())
+    clock = frozen_clock()
     with pytest.raises(PaywardenError):
         _issue(db, org_id, agent_id, clock, ttl=10)
     with pytest.raises(PaywardenError):
@@ -122,7 +123,7 @@ def test_ttl_bounds_are_enforced(db: Database) -> None:
 
 def test_a_token_is_verified_with_one_statement_and_a_disabled_agent_at_once(db: Database) -> None:
     org_id, agent_id = _agent(db)
-    clock = FrozenClock(SystemClock().now())
+    clock = frozen_clock()
     verifier = TokenVerifier(db, clock)
     _, token = _issue(db, org_id, agent_id, clock)
     sent: list[str] = []

@@ -4,7 +4,7 @@ the same relevance on SQLite and PostgreSQL. The migration that adds it keeps ex
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
 
@@ -19,9 +19,10 @@ from server.kit.db import Database
 from server.kit.migrations import alembic_config
 from server.models import CatalogEntry, CatalogOffer
 from server.models.search import POSTGRES_COLUMN, POSTGRES_INDEX, SQLITE_TABLE, SQLITE_TRIGGERS
+from tests.support.clocks import written
 from tests.support.databases import database_url, migrated_database
 
-NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+NOW = written(2026, 11, 30, 12, 0)
 CORPUS = [
     ("Web Search", "search", "Ranked web results for any query.", "search.example"),
     ("Forecast Hub", "weather", "Hourly weather forecasts for a city.", "forecast.example"),

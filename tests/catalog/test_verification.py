@@ -6,7 +6,6 @@ periodic job checks what is due, in one process at a time; no check ever sends a
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 from urllib.parse import urlsplit
@@ -24,6 +23,7 @@ from server.models.enums import PayToMode, SuspensionReason
 from server.sellers.client import SellerClient
 from tests.support.chain import TestToken, free_port
 from tests.support.cli import run_cli
+from tests.support.clocks import frozen_clock, written
 from tests.support.crafted_seller import CraftedSeller, fixture_crafted_seller  # noqa: F401
 from tests.support.hostile_seller import PRICE, HostileSeller, fixture_hostile_seller  # noqa: F401
 from tests.support.seller import Seller
@@ -31,7 +31,7 @@ from tests.support.seller import Seller
 pytestmark = [pytest.mark.anyio, pytest.mark.chain]
 
 NETWORK = "eip155:84532"
-START = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+START = written(2026, 11, 30, 12, 0)
 
 
 def verifier(db: Database, token: TestToken, clock: FrozenClock | None = None) -> CatalogVerifier:
@@ -40,7 +40,7 @@ def verifier(db: Database, token: TestToken, clock: FrozenClock | None = None) -
         sellers=SellerClient(max_response_bytes=1_048_576, allow_private_hosts=True),
         usdc_by_network={NETWORK: token.address},
         timeout_ms=3000,
-        clock=clock or FrozenClock(START),
+        clock=clock or frozen_clock(START),
     )
 
 
@@ -98,7 +98,7 @@ async def test_a_pinned_seller_whose_payee_changes_is_suspended(
 ) -> None:
     url = crafted_seller.url(crafted_seller.path("moving"))
     pinned = add(db, url, pay_to=[crafted_seller.pay_to])
-    clock = FrozenClock(START)
+    clock = frozen_clock(START)
     checks = verifier(db, test_usdc, clock)
     try:
         assert (await checks.verify([pinned]))[0].outcome == CheckOutcome.VERIFIED
@@ -172,14 +172,14 @@ async def test_a_failed_check_records_why_and_keeps_the_last_good_one(
     path = hostile_seller.path(scenario)
     entry_id = add(db, hostile_seller.url(path))
     with db.write() as session:
-        find_entry(session, entry_id).verified_at = datetime(2026, 11, 30, 1, 0, tzinfo=UTC)
+        find_entry(session, entry_id).verified_at = written(2026, 11, 30, 1, 0)
 
     (result,) = await verifier(db, test_usdc).verify([entry_id])
 
     assert (result.outcome, result.error) == (CheckOutcome.FAILED, error)
     failed = entry(db, entry_id)
     assert (failed.check_error, failed.checked_at) == (str(error), START)
-    assert failed.verified_at == datetime(2026, 11, 30, 1, 0, tzinfo=UTC)
+    assert failed.verified_at == written(2026, 11, 30, 1, 0)
     assert failed.suspended_at is None
     assert hostile_seller.signatures(path) == 0
 
@@ -200,7 +200,7 @@ async def test_the_job_checks_what_is_due_in_one_process_at_a_time(
     db: Database, seller: Seller, test_usdc: TestToken
 ) -> None:
     entry_id = add(db, seller.url("/premium"))
-    clock = FrozenClock(START)
+    clock = frozen_clock(START)
     job = CatalogVerificationJob(verifier(db, test_usdc, clock))
     first, second = JobRunner(db=db, clock=clock, jobs=[job]), JobRunner(db=db, clock=clock, jobs=[job])
     passes: list[int | None] = []

@@ -117,7 +117,7 @@ async def test_a_held_payment_approved_on_a_phone_pays_on_chain(
     await page.set_viewport_size(PHONE)
     with anyio.fail_after(PAGE_TIMEOUT_S):
         member_id = await enrol_member(
-            page, pages_url=server.settings.pages_url, db=sqlite_db, org_id=setup.org_id
+            page, pages_url=server.settings.pages_url, db=sqlite_db, org_id=setup.org_id, clock=server.clock
         )
         async with mcp_client(server.mcp_url, setup.token) as client:
             held = await _held(client, url)
@@ -184,7 +184,9 @@ async def test_a_denied_payment_moves_nothing_and_a_slow_webhook_delays_nothing(
     url = seller.url("/premium")
     await page.set_viewport_size(PHONE)
     with anyio.fail_after(PAGE_TIMEOUT_S):
-        await enrol_member(page, pages_url=server.settings.pages_url, db=sqlite_db, org_id=setup.org_id)
+        await enrol_member(
+            page, pages_url=server.settings.pages_url, db=sqlite_db, org_id=setup.org_id, clock=server.clock
+        )
         await page.get_by_role("button", name="Sign out").click()
         async with mcp_client(server.mcp_url, setup.token) as client:
             first = await _held(client, url)

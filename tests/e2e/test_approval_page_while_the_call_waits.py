@@ -26,6 +26,7 @@ import pytest
 from mcp_types import CallToolResult, ElicitRequest, ElicitRequestURLParams, ElicitResult, InputRequiredResult
 from playwright.async_api import Page, expect
 
+from server.kit.clock import SystemClock
 from server.kit.db import Database
 from server.mcp.held_payments import PROMPT_MESSAGE
 from server.settings import Settings
@@ -160,7 +161,13 @@ async def scene(
 ) -> Scene:
     setup = _agent(sqlite_db, server.settings, funded_wallet)
     with anyio.fail_after(TEST_TIMEOUT_S):
-        await enrol_member(phone.page, pages_url=server.settings.pages_url, db=sqlite_db, org_id=setup.org_id)
+        await enrol_member(
+            phone.page,
+            pages_url=server.settings.pages_url,
+            db=sqlite_db,
+            org_id=setup.org_id,
+            clock=server.clock,
+        )
     money = Money(test_usdc, seller, funded_wallet.address)
     return Scene(server, setup, seller, money, anvil, phone)
 
@@ -242,7 +249,11 @@ async def test_an_approval_on_process_b_wakes_the_call_waiting_on_process_a(
                 b = next(server.base_url for server in servers if server.base_url != a)
                 proxy.pinned = b  # the browser, without a session, is served by B only
                 await enrol_member(
-                    phone.page, pages_url=settings.pages_url, db=postgres_db, org_id=setup.org_id
+                    phone.page,
+                    pages_url=settings.pages_url,
+                    db=postgres_db,
+                    org_id=setup.org_id,
+                    clock=SystemClock(),  # `paywarden serve` processes keep the machine's time
                 )
                 await phone.page.get_by_role("button", name="Sign out").click()
                 # Signed out, as on a phone that follows the link from the agent's client: B

@@ -3,7 +3,7 @@ and the arguments it was sealed for, before it expires, under the master key of 
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
@@ -12,8 +12,9 @@ from auth.scopes import AGENT_SCOPES
 from server.kit.crypto import MasterKey
 from server.kit.errors import InvalidInput
 from server.mcp.approval_state import ApprovalState, ApprovalStateSealer
+from tests.support.clocks import written
 
-NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+NOW = written(2026, 12, 1, 12, 0)
 AGENT = Principal.for_agent(org_id="org_1", agent_id="agt_1", token_id="tok_1", scopes=AGENT_SCOPES)
 STATE = ApprovalState("apr_1", "key-12345678", "approval")
 ARGUMENTS = {"url": "https://api.example.com/x", "method": None, "maxAmountUsd": "0.05"}

@@ -6,7 +6,7 @@ PostgreSQL."""
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 import pytest
@@ -23,12 +23,13 @@ from server.policy.rule_service import add_rule
 from server.policy.rules import RuleTarget
 from server.policy.service import PolicyChanges
 from server.settings import Settings
+from tests.support.clocks import written
 from tests.support.ledger import authorize_held_now, facts, reserve_now
 from tests.support.paywarden import settings_for
 from tests.support.principals import OPERATOR
 from tests.support.tenants import AgentSetup, change_policy, make_agent, make_member
 
-NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+NOW = written(2026, 12, 2, 12, 0)
 LATER = NOW + timedelta(minutes=2)
 
 

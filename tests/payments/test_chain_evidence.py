@@ -15,7 +15,7 @@ import pytest
 from sqlmodel import select
 
 from server.chain.service import ChainService
-from server.kit.clock import FrozenClock, utc_day_start
+from server.kit.clock import utc_day_start
 from server.kit.db import Database
 from server.models import AuditEvent, PaymentIntent
 from server.models.enums import IntentStatus, RuleScope
@@ -24,6 +24,7 @@ from server.payments.jobs import ExpireAuthorizations, SettlementReconciler
 from server.payments.ledger import update_intent
 from server.payments.repository import IntentRepository, SpendFilter
 from tests.support.chain import fresh_wallet
+from tests.support.clocks import chain_clock
 from tests.support.ledger import facts, reserve_now
 from tests.support.paywarden import settings_for
 from tests.support.principals import OPERATOR
@@ -99,7 +100,7 @@ class World:
         return spent
 
     async def reconcile(self, *, server_time: datetime) -> None:
-        clock = FrozenClock(server_time)
+        clock = chain_clock(server_time)
         await SettlementReconciler(db=self.db, chain=self.rpc, clock=clock).run_once()
         await ExpireAuthorizations(db=self.db, chain=self.rpc, clock=clock).run_once()
 

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import pytest
 
 from server.chain.service import ChainService
-from server.kit.clock import FrozenClock, SystemClock
+from server.kit.clock import SystemClock
 from server.kit.db import Database
 from server.models import PaymentIntent
 from server.models.enums import IntentStatus
@@ -18,6 +18,7 @@ from server.payments.jobs import SettlementReconciler
 from server.payments.ledger import update_intent
 from server.payments.settlement import SettlementChecker
 from tests.support.chain import Anvil, TestToken, fresh_wallet
+from tests.support.clocks import chain_clock
 from tests.support.fixtures_chain import FundedWallet
 from tests.support.ledger import facts, reserve_now
 from tests.support.paywarden import chain_environ, mcp_client, serve, settings_for, structured
@@ -58,7 +59,7 @@ async def test_a_reorganised_transfer_is_not_settled_until_mined_again_deep_enou
     assert reservation.intent is not None
     intent_id = reservation.intent.id
     rpc = ChainService({NETWORK: chain.rpc_url}, confirmations={NETWORK: DEPTH})
-    job = SettlementReconciler(db=db, chain=rpc, clock=FrozenClock(now))
+    job = SettlementReconciler(db=db, chain=rpc, clock=chain_clock(now))
 
     before = chain.snapshot()
     with db.write() as session:
@@ -125,7 +126,7 @@ async def test_a_tool_call_never_asks_the_chain_where_confirmations_are_required
         calls.append("find_settlement")
         return await original(self, *args, **kwargs)  # type: ignore[arg-type]
 
-    checker = SettlementChecker(db=db, chain=unreachable, clock=FrozenClock(now))
+    checker = SettlementChecker(db=db, chain=unreachable, clock=chain_clock(now))
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(ChainService, "find_settlement", counting)
         after = await checker.check(sent)

@@ -14,7 +14,6 @@ from server.approvals import service as approvals
 from server.approvals.errors import ApprovalDenied, ApprovalExpired, Forbidden
 from server.catalog.service import find_listed
 from server.chain.service import ChainService
-from server.kit.clock import FrozenClock
 from server.kit.db import Database
 from server.models import Agent, AuditEvent, PaymentIntent
 from server.models.enums import IntentStatus, RuleScope
@@ -27,6 +26,7 @@ from server.policy.rules import Rule
 from server.policy.service import PolicyChanges
 from server.settings import Settings
 from server.tenancy.service import rule_target
+from tests.support.clocks import frozen_clock, written
 from tests.support.ledger import CENT, PAYEE, agent_of, authorize_held_now, facts, reserve_now
 from tests.support.paywarden import settings_for
 from tests.support.principals import OPERATOR
@@ -39,7 +39,7 @@ from tests.support.tenants import (
     pin_payee,
 )
 
-NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)  # a Wednesday
+NOW = written(2026, 12, 2, 12, 0)  # a Wednesday
 OTHER_PAYEE = "0x2222222222222222222222222222222222222222"
 
 
@@ -379,7 +379,7 @@ def test_rules_count_everything_in_their_scope(db: Database, settings: Settings)
     over_org = reserve_now(db, a.agent_id, facts("a-4"), tomorrow)
     assert over_org.decision is not None
     assert over_org.decision.rules == (org_rule,)
-    next_month = datetime(2027, 1, 1, 0, 0, 1, tzinfo=UTC)
+    next_month = written(2027, 1, 1, 0, 0, 1)
     assert reserve_now(db, a.agent_id, facts("a-5"), next_month).kind == "authorized"
 
 
@@ -395,8 +395,8 @@ def test_a_member_without_a_sub_cap_cannot_pay(db: Database, settings: Settings)
 def test_weeks_run_monday_to_sunday(db: Database, settings: Settings) -> None:
     setup = agent(db, settings)
     _limit(db, "agent", setup.agent_id, "0.02", window="week")
-    sunday = datetime(2026, 12, 6, 23, 59, tzinfo=UTC)
-    monday = datetime(2026, 12, 7, 0, 0, 1, tzinfo=UTC)
+    sunday = written(2026, 12, 6, 23, 59)
+    monday = written(2026, 12, 7, 0, 0, 1)
     assert reserve_now(db, setup.agent_id, facts("wk-1"), NOW).kind == "authorized"
     assert reserve_now(db, setup.agent_id, facts("wk-2"), sunday).kind == "authorized"
     assert reserve_now(db, setup.agent_id, facts("wk-3"), sunday).kind == "denied"
@@ -436,7 +436,7 @@ def test_the_reconciler_expires_what_can_no_longer_happen(db: Database, settings
     assert held.intent
     assert held.approval
 
-    clock = FrozenClock(NOW + timedelta(minutes=20))
+    clock = frozen_clock(NOW + timedelta(minutes=20))
     job = ExpireAuthorizations(db=db, chain=ChainService({}), clock=clock)
     handled = anyio.run(job.run_once)
     assert handled == 2

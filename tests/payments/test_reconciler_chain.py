@@ -10,13 +10,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from server.chain.service import ChainService
-from server.kit.clock import FrozenClock
 from server.kit.db import Database
 from server.models import PaymentIntent
 from server.models.enums import IntentStatus
 from server.payments.jobs import ExpireAuthorizations
 from server.payments.ledger import update_intent
 from tests.support.chain import fresh_wallet
+from tests.support.clocks import chain_clock
 from tests.support.ledger import facts, reserve_now
 from tests.support.paywarden import settings_for
 from tests.support.principals import OPERATOR
@@ -62,9 +62,9 @@ async def test_lapsed_sent_payments_are_settled_or_expired_from_chain_logs(
     chain.submit(buyer, landed)
 
     rpc = ChainService({NETWORK: chain.rpc_url})
-    early = ExpireAuthorizations(db=db, chain=rpc, clock=FrozenClock(now))
+    early = ExpireAuthorizations(db=db, chain=rpc, clock=chain_clock(now))
     assert await early.run_once() == 0  # nothing has lapsed yet: nothing is decided
-    late = FrozenClock(datetime.fromtimestamp(vanished.valid_before, UTC) + timedelta(seconds=61))
+    late = chain_clock(datetime.fromtimestamp(vanished.valid_before, UTC) + timedelta(seconds=61))
     job = ExpireAuthorizations(db=db, chain=rpc, clock=late)
     # The server's clock is past validBefore, the chain's is not: only the landed one is decided.
     assert await job.run_once() == 1

@@ -24,6 +24,7 @@ from server.policy.engine import REASON_ORDER, CatalogListing, Context, Payment,
 from server.policy.model import ChallengeRules, Policy, Velocity
 from server.policy.rules import Rule, RuleError
 from server.policy.windows import window_start
+from tests.support.clocks import written
 
 AGENTS = (0, 1, 2)
 TEAM = {0, 1}  # the team's agents
@@ -272,7 +273,11 @@ def spent(entries: list[Entry], agents: set[int], since: datetime, rule: Rule | 
     policies(),
     rule_sets(),
     steps,
-    st.datetimes(min_value=datetime(2026, 1, 1), max_value=datetime(2027, 12, 31), timezones=st.just(UTC)),
+    st.datetimes(
+        min_value=written(2026, 1, 1).replace(tzinfo=None),
+        max_value=written(2027, 12, 31).replace(tzinfo=None),
+        timezones=st.just(UTC),
+    ),
 )
 def test_counted_spend_never_exceeds_any_cap(
     policy: Policy,

@@ -13,6 +13,7 @@ import re
 
 from playwright.async_api import Page, expect
 
+from server.kit.clock import Clock
 from server.kit.db import Database
 from tests.support.browser import Screenshots
 from tests.support.oauth import enrollment_link_token
@@ -26,11 +27,12 @@ DECIDED = {
 
 
 async def enrol_member(
-    page: Page, *, pages_url: str, db: Database, org_id: str, role: str = "approver"
+    page: Page, *, pages_url: str, db: Database, org_id: str, clock: Clock, role: str = "approver"
 ) -> str:
-    """A member with `role`, signed in on `page` with a passkey created there; returns the member's id."""
+    """A member with `role`, signed in on `page` with a passkey created there; returns the member's
+    id. `clock` is the server's: the enrolment link is issued at its time."""
     member_id = make_member(db, org_id, role=role)
-    await page.goto(f"{pages_url}/enroll/{enrollment_link_token(db, member_id, org_id)}")
+    await page.goto(f"{pages_url}/enroll/{enrollment_link_token(db, member_id, org_id, clock=clock)}")
     await page.get_by_role("button", name="Create a passkey").click()
     await page.wait_for_url("**/admin?welcome=1")
     return member_id

@@ -21,7 +21,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import httpx
 
 from auth.passkeys import reissue_enrollment
-from server.kit.clock import SystemClock
+from server.kit.clock import Clock
 from server.kit.db import Database
 from server.models.enums import Role
 from server.settings import Settings
@@ -49,6 +49,11 @@ class Deployed(Protocol):
 
     @property
     def public_url(self) -> str: ...
+
+    @property
+    def clock(self) -> Clock:
+        """The clock the server was given: what it stamps rows with, and judges them by."""
+        ...
 
 
 def pkce() -> Pkce:
@@ -170,11 +175,12 @@ class Person:
     browser: SoftBrowser
 
 
-def enrollment_link_token(db: Database, member_id: str, org_id: str) -> str:
-    """A fresh one-time enrolment token for a member (as `admin member create` prints one)."""
+def enrollment_link_token(db: Database, member_id: str, org_id: str, *, clock: Clock) -> str:
+    """A fresh one-time enrolment token for a member (as `admin member create` prints one), issued
+    at the time of `clock`, the clock of the server that will be asked to honour it."""
     with db.write() as session:
         member = find_member(session, OPERATOR, member_id, org_id=org_id)
-        return reissue_enrollment(session, member=member, actor="test", now=SystemClock().now()).token
+        return reissue_enrollment(session, member=member, actor="test", now=clock.now()).token
 
 
 def enrolled_person(
@@ -206,7 +212,7 @@ def enrolled_person(
             name=f"own-{secrets.token_hex(3)}",
         )
     browser = SoftBrowser(server)
-    browser.enroll(enrollment_link_token(db, member_id, agent.org_id))
+    browser.enroll(enrollment_link_token(db, member_id, agent.org_id, clock=server.clock))
     return Person(agent, member_id, browser)
 
 

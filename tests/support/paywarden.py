@@ -92,6 +92,10 @@ class RunningServer:
         return f"http://127.0.0.1:{self.port}"
 
     @property
+    def clock(self) -> Clock:
+        return self.services.clock
+
+    @property
     def public_url(self) -> str:
         """What a browser loads: the configured public URL (http://localhost:PORT for page tests)."""
         return self.settings.public_url

@@ -4,13 +4,14 @@ the CLI uses (never by writing rows by hand)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 from urllib.parse import urlsplit
 
 from auth.scopes import AGENT_SCOPES, Scope
 from auth.tokens import issue_access_token
 from server.catalog.service import add_entry
-from server.kit.clock import SystemClock
+from server.kit.clock import Clock, SystemClock
 from server.kit.crypto import MasterKey
 from server.kit.db import Database
 from server.models.enums import Role
@@ -56,11 +57,15 @@ def make_agent(
     team_id: str | None = None,
     member_id: str | None = None,
     name: str = "agent",
+    clock: Clock | None = None,
 ) -> AgentSetup:
-    """An agent with a policy and a token, in a new organisation unless `org_id` names one."""
+    """An agent with a policy and a token, in a new organisation unless `org_id` names one.
+
+    `clock` must be the server's when the server runs on a frozen clock: the token's expiry is
+    stamped from it."""
     import secrets
 
-    now = SystemClock().now()
+    now = _now(clock)
     with db.write() as session:
         if org_id is not None:
             org = find_org(session, OPERATOR, org_id)
@@ -105,10 +110,10 @@ def make_agent(
     return AgentSetup(org.id, agent.id, issued.token)
 
 
-def change_policy(db: Database, agent_id: str, changes: PolicyChanges) -> int:
+def change_policy(db: Database, agent_id: str, changes: PolicyChanges, *, clock: Clock | None = None) -> int:
     with db.write() as session:
         agent = get_agent(session, OPERATOR, agent_id)
-        return set_policy(session, agent=agent, changes=changes, actor=ACTOR, now=SystemClock().now()).version
+        return set_policy(session, agent=agent, changes=changes, actor=ACTOR, now=_now(clock)).version
 
 
 def master_of(settings: Settings) -> MasterKey:
@@ -116,7 +121,13 @@ def master_of(settings: Settings) -> MasterKey:
 
 
 def pin_payee(
-    db: Database, *, url: str, pay_to: str, price_usd: str = "0.01", name: str = "Test seller"
+    db: Database,
+    *,
+    url: str,
+    pay_to: str,
+    price_usd: str = "0.01",
+    name: str = "Test seller",
+    clock: Clock | None = None,
 ) -> None:
     """List the seller of `url` in the catalog with `pay_to` pinned as its payee.
 
@@ -134,19 +145,24 @@ def pin_payee(
             category="testing",
             pay_to=[pay_to],
             actor=ACTOR,
-            now=SystemClock().now(),
+            now=_now(clock),
         )
 
 
-def make_team(db: Database, org_id: str, name: str = "team") -> str:
+def make_team(db: Database, org_id: str, name: str = "team", *, clock: Clock | None = None) -> str:
     with db.write() as session:
         return create_team(
-            session, org=find_org(session, OPERATOR, org_id), name=name, actor=ACTOR, now=SystemClock().now()
+            session, org=find_org(session, OPERATOR, org_id), name=name, actor=ACTOR, now=_now(clock)
         ).id
 
 
 def make_member(
-    db: Database, org_id: str, *, role: Role | str = Role.APPROVER, email: str | None = None
+    db: Database,
+    org_id: str,
+    *,
+    role: Role | str = Role.APPROVER,
+    email: str | None = None,
+    clock: Clock | None = None,
 ) -> str:
     import secrets
 
@@ -157,6 +173,11 @@ def make_member(
             email=email or f"person-{secrets.token_hex(3)}@example.com",
             role=Role(role),
             actor=ACTOR,
-            now=SystemClock().now(),
+            now=_now(clock),
         )
         return created.member.id
+
+
+def _now(clock: Clock | None) -> datetime:
+    """The time to stamp rows with: the server's clock when it is frozen, else the machine's."""
+    return (clock or SystemClock()).now()
