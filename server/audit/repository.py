@@ -27,14 +27,6 @@ class AuditRepository(TenantRepository[AuditEvent]):
             self.statement().where(AuditEvent.org_id == org_id).order_by(col(AuditEvent.seq))
         )
 
-    def newest_of_org(self, org_id: str, *, limit: int) -> Sequence[AuditEvent]:
-        return self.all(
-            self.statement()
-            .where(AuditEvent.org_id == org_id)
-            .order_by(col(AuditEvent.seq).desc())
-            .limit(limit)
-        )
-
     def heads(self) -> Sequence[AuditEvent]:
         """Every organisation's newest event (system read, across organisations)."""
         newest = (

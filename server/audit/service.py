@@ -232,8 +232,3 @@ def parse_heads(document: Mapping[str, Any]) -> dict[str, Head]:
             raise ValueError("each head must be an object with orgId, seq and hash")
         found[org_id] = Head(org_id, seq, digest)
     return found
-
-
-def events_for(session: Session, org_id: str, *, limit: int = 100) -> list[AuditEvent]:
-    """The organisation's newest events, newest first."""
-    return list(AuditRepository(session).newest_of_org(org_id, limit=limit))

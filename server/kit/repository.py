@@ -134,8 +134,3 @@ class TenantRepository(Repository[M]):
 
     def get_readable(self, reader: Reader, row_id: str) -> M | None:
         return self.first(self.readable(reader).where(self._column(self.id_column) == row_id))
-
-    def lock_readable(self, reader: Reader, row_id: str) -> M | None:
-        """The row, re-read from the database, for a transaction about to change it."""
-        row = self.get_readable(reader, row_id)
-        return None if row is None else self.refresh(row)

@@ -36,22 +36,6 @@ def rule_filter(rule: Rule, agent: Agent) -> SpendFilter:
     return SpendFilter(agent.org_id, rule.scope, scope_id, rule.host, rule.path_prefix)
 
 
-def rule_spent(session: Session, *, rule: Rule, agent: Agent, now: datetime) -> int:
-    """What a limit rule has counted so far in its current window, seen from `agent`."""
-    assert rule.window is not None
-    spent, _ = IntentRepository(session).counted_spend(
-        rule_filter(rule, agent), since=window_start(rule.window, now), never_sent=NEVER_SENT_FAILURES
-    )
-    return spent
-
-
-def agent_spent(session: Session, *, agent: Agent, since: datetime, now: datetime) -> tuple[int, int]:
-    """(atomic amount, number of payments) counted for the agent since `since`."""
-    return IntentRepository(session).counted_spend(
-        SpendFilter(agent.org_id, RuleScope.AGENT, agent.id), since=since, never_sent=NEVER_SENT_FAILURES
-    )
-
-
 def usage_for(
     session: Session,
     *,

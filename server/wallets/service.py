@@ -26,11 +26,6 @@ class InvalidWalletKey(PaywardenError):
     message = "The value is not a wallet private key (64 hex digits, optionally 0x-prefixed)."
 
 
-class NoWallet(PaywardenError):
-    code = "no_wallet"
-    message = "The agent has no wallet to sign with. An admin must import or connect one."
-
-
 def parse_private_key(text: str) -> bytes:
     text = text.strip()
     if not _KEY.match(text):
