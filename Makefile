@@ -43,7 +43,7 @@ lint: $(VENV)/.installed-dev
 bench: $(VENV)/.installed-bench
 	$(PY) -m pytest tests/bench -p no:cacheprovider -p no:randomly -q -s $(PYTEST_ARGS)
 
-# Copy the last benchmark table into README.md's Performance section.
+# Copy the last benchmark table into docs/performance.md.
 .PHONY: bench-readme
 bench-readme: $(VENV)/.installed
 	$(PY) -m tests.bench.readme

@@ -47,4 +47,4 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     terminalreporter.section("Paywarden benchmarks")
     terminalreporter.write_line(path.read_text(encoding="utf-8"))
     terminalreporter.write_line(f"written to {path} (raw numbers: {RESULTS_JSON})")
-    terminalreporter.write_line("`make bench-readme` copies the table into README.md")
+    terminalreporter.write_line("`make bench-readme` copies the table into docs/performance.md")

@@ -1,4 +1,4 @@
-"""Copy the last `make bench` table into README.md, between its two benchmark markers.
+"""Copy the last `make bench` table into docs/performance.md, between its two benchmark markers.
 
 .venv/bin/python -m tests.bench.readme     (or: make bench-readme)
 """
@@ -9,15 +9,15 @@ import sys
 
 from tests.bench.harness import RESULTS_MD, ROOT
 
-README = ROOT / "README.md"
+PERFORMANCE = ROOT / "docs" / "performance.md"
 BEGIN = "<!-- bench:begin (make bench-readme rewrites what follows) -->"
 END = "<!-- bench:end -->"
 
 
-def rewrite(readme: str, results: str) -> str:
-    if readme.count(BEGIN) != 1 or readme.count(END) != 1 or readme.index(BEGIN) > readme.index(END):
-        raise ValueError(f"README.md needs exactly one {BEGIN!r} followed by one {END!r}")
-    before, rest = readme.split(BEGIN)
+def rewrite(page: str, results: str) -> str:
+    if page.count(BEGIN) != 1 or page.count(END) != 1 or page.index(BEGIN) > page.index(END):
+        raise ValueError(f"{PERFORMANCE.name} needs exactly one {BEGIN!r} followed by one {END!r}")
+    before, rest = page.split(BEGIN)
     _, after = rest.split(END)
     return f"{before}{BEGIN}\n{results.strip()}\n{END}{after}"
 
@@ -25,8 +25,10 @@ def rewrite(readme: str, results: str) -> str:
 def main() -> None:
     if not RESULTS_MD.is_file():
         sys.exit(f"no results at {RESULTS_MD}: run `make bench` first")
-    README.write_text(rewrite(README.read_text(encoding="utf-8"), RESULTS_MD.read_text(encoding="utf-8")))
-    print(f"README.md: table replaced with {RESULTS_MD}")
+    PERFORMANCE.write_text(
+        rewrite(PERFORMANCE.read_text(encoding="utf-8"), RESULTS_MD.read_text(encoding="utf-8"))
+    )
+    print(f"docs/performance.md: table replaced with {RESULTS_MD}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The benchmark tools that run outside `make test`: percentiles, the README's table rewrite, and the
+"""The benchmark tools that run outside `make test`: percentiles, the benchmark table's rewrite, and the
 load test's reading of MCP answers. Fast and pure, so they stay honest in the default run."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tests.bench.harness import BenchTable, Row, infra_script, percentile
-from tests.bench.readme import BEGIN, END, README, rewrite
+from tests.bench.readme import BEGIN, END, PERFORMANCE, rewrite
 
 loadtest = infra_script("loadtest")
 
@@ -23,17 +23,17 @@ def test_percentiles_are_nearest_rank() -> None:
         percentile([], 0.5)
 
 
-def test_the_readme_table_is_replaced_between_its_markers_only() -> None:
-    readme = f"intro\n{BEGIN}\nold table\n{END}\n\n## Next\n"
-    assert rewrite(readme, "| new |\n") == f"intro\n{BEGIN}\n| new |\n{END}\n\n## Next\n"
+def test_the_benchmark_table_is_replaced_between_its_markers_only() -> None:
+    page = f"intro\n{BEGIN}\nold table\n{END}\n\n## Next\n"
+    assert rewrite(page, "| new |\n") == f"intro\n{BEGIN}\n| new |\n{END}\n\n## Next\n"
     with pytest.raises(ValueError, match="needs exactly one"):
         rewrite("no markers", "| new |")
     with pytest.raises(ValueError, match="needs exactly one"):
         rewrite(f"{END}\n{BEGIN}", "| new |")
 
 
-def test_the_readme_has_its_markers() -> None:
-    assert "| new |" in rewrite(README.read_text(encoding="utf-8"), "| new |")
+def test_the_performance_page_has_its_markers() -> None:
+    assert "| new |" in rewrite(PERFORMANCE.read_text(encoding="utf-8"), "| new |")
 
 
 def test_the_table_groups_rows_by_benchmark_in_first_seen_order() -> None:
