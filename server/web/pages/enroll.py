@@ -12,7 +12,8 @@ from server.models import Member
 from server.models.enums import ChallengePurpose
 from server.tenancy.service import find_org
 from server.web.pages.ceremonies import claimed, options_answer, read_answer
-from server.web.pages.common import HOME, Visit
+from server.web.pages.common import Visit
+from server.web.pages.destinations import HOME
 
 
 def _token(visit: Visit) -> str:

@@ -10,7 +10,8 @@ from auth.authorization import delegable_agents
 from server.approvals.service import pending_for_decider
 from server.models import Agent
 from server.tenancy.service import find_org
-from server.web.pages.common import HOME, Visit
+from server.web.pages.common import Visit
+from server.web.pages.destinations import HOME
 
 
 async def show(visit: Visit) -> Response:

@@ -8,11 +8,12 @@ from auth.passkeys import Ceremony, authenticate, authentication_options
 from auth.sessions import SESSION_COOKIE, end_session, start_session
 from server.models.enums import ChallengePurpose
 from server.web.pages.ceremonies import claimed, options_answer, read_answer
-from server.web.pages.common import Visit, safe_next
+from server.web.pages.common import Visit
+from server.web.pages.destinations import after_sign_in
 
 
 async def login_page(visit: Visit) -> Response:
-    target = safe_next(visit.request.query_params.get("next"))
+    target = after_sign_in(visit.request.query_params.get("next"), origin=visit.services.settings.pages_url)
     if visit.signed_in is not None:
         return visit.redirect(target, status=302)
     notice = "You are signed out." if visit.request.query_params.get("signed_out") else None
@@ -55,7 +56,8 @@ async def login_verify(visit: Visit) -> Response:
             )
 
     secret = await services.db.run(sign_in)
-    target = safe_next(body.get("next") if isinstance(body.get("next"), str) else None)
+    given = body.get("next")
+    target = after_sign_in(given if isinstance(given, str) else None, origin=services.settings.pages_url)
     return visit.start_session(secret, visit.json({"redirect": target}))
 
 

@@ -1,0 +1,36 @@
+"""Where a page may send a person after signing in: a path on this site that the server rebuilt
+itself, never the text the request carried.
+
+Browsers forgive a lot in a URL (they drop tabs and newlines, read a backslash as a slash, decode
+`%2F` in places), so a path that looks local to a check can leave the site once a browser has
+cleaned it: `/\\t/evil.example` becomes `//evil.example`. So anything a browser might rewrite is
+refused outright, the rest is parsed against the pages' origin, and only the path and query of a
+same-origin result are handed back.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urljoin, urlsplit
+
+HOME = "/admin"
+MAX_LENGTH = 4096
+# Control characters, spaces, backslashes, and their percent-encoded forms, and encoded slashes.
+_REFUSED = re.compile(r"[\x00-\x20\x7f\\]|%(?:[01][0-9a-f]|20|7f|2f|5c)", re.IGNORECASE)
+
+
+def after_sign_in(value: str | None, *, origin: str) -> str:
+    """The path (and query) to go to on `origin`, or HOME when `value` is not plainly one."""
+    if not value or len(value) > MAX_LENGTH or not value.startswith("/") or value.startswith("//"):
+        return HOME
+    if _REFUSED.search(value) or any(character.isspace() for character in value):
+        return HOME
+    site = urlsplit(origin)
+    try:
+        target = urlsplit(urljoin(f"{site.scheme}://{site.netloc}/", value))
+    except ValueError:
+        return HOME
+    if (target.scheme, target.netloc) != (site.scheme, site.netloc) or not target.path.startswith("/"):
+        return HOME
+    rebuilt = target.path + (f"?{target.query}" if target.query else "")
+    return rebuilt if not rebuilt.startswith("//") else HOME
