@@ -74,6 +74,11 @@ def test_a_destination_a_browser_might_rewrite_goes_home(value: str | None) -> N
 
 def test_a_plain_path_keeps_its_path_and_query_but_no_fragment() -> None:
     assert after_sign_in("/approvals/apr_1?x=1#top", origin="https://pay.example") == "/approvals/apr_1?x=1"
+    # The OAuth consent page is the usual destination: its query carries encoded URLs and spaces.
+    authorize = "/oauth/authorize?redirect_uri=http%3A%2F%2F127.0.0.1%3A9%2Fcb&scope=a%20b&state=%2F"
+    assert after_sign_in(authorize, origin="https://pay.example") == authorize
+    # Encoded slashes and controls are refused in the path, where a browser could act on them.
+    assert after_sign_in("/oauth%2F..%2Fevil?x=1", origin="https://pay.example") == HOME
     # Dot segments are resolved by the server, as a browser would resolve them.
     assert after_sign_in("/a/../admin", origin="https://pay.example") == "/admin"
 

@@ -15,15 +15,21 @@ from urllib.parse import urljoin, urlsplit
 
 HOME = "/admin"
 MAX_LENGTH = 4096
-# Control characters, spaces, backslashes, and their percent-encoded forms, and encoded slashes.
-_REFUSED = re.compile(r"[\x00-\x20\x7f\\]|%(?:[01][0-9a-f]|20|7f|2f|5c)", re.IGNORECASE)
+# Anywhere: control characters, spaces and backslashes, which a browser drops or rewrites.
+_REFUSED = re.compile(r"[\x00-\x20\x7f\\]")
+# In the path only: their percent-encoded forms and encoded slashes. The query may carry them
+# encoded (an OAuth `redirect_uri=https%3A%2F%2F…`): nothing after `?` can change the host.
+_REFUSED_IN_PATH = re.compile(r"%(?:[01][0-9a-f]|20|7f|2f|5c)", re.IGNORECASE)
 
 
 def after_sign_in(value: str | None, *, origin: str) -> str:
     """The path (and query) to go to on `origin`, or HOME when `value` is not plainly one."""
     if not value or len(value) > MAX_LENGTH or not value.startswith("/") or value.startswith("//"):
         return HOME
-    if _REFUSED.search(value) or any(character.isspace() for character in value):
+    path = value.split("?", 1)[0].split("#", 1)[0]
+    if _REFUSED.search(value) or _REFUSED_IN_PATH.search(path):
+        return HOME
+    if any(character.isspace() for character in value):
         return HOME
     site = urlsplit(origin)
     try:
