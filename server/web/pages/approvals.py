@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from urllib.parse import urlsplit
 
 from starlette.responses import Response
 
@@ -54,6 +53,9 @@ DONE = {
     "denied": "You denied this payment. Nothing will be paid.",
     "ttl": "Pending approvals now wait for the time you chose.",
 }
+# The challenge binds the whole resource, query and all: the page shows it whole, folding only
+# what would push the decision off a phone's screen.
+RESOURCE_SHOWN_AT_ONCE = 120
 # The approval was used up since (the call that waited for it paid, or the agent's retry did).
 PAID = "You approved this payment, and the agent has paid it."
 
@@ -68,7 +70,10 @@ class ApprovalView:
     amount_usd: str
     amount_atomic: int
     host: str
-    path: str
+    resource: str
+    # A long resource is folded behind its first characters; unfolded, it is shown whole.
+    resource_start: str | None
+    asset: str
     pay_to: str
     pay_to_short: str
     network: str
@@ -90,7 +95,7 @@ class ApprovalView:
 def _view(approval: Approval, agent: Agent, now: datetime) -> ApprovalView:
     status = approvals.effective_status(approval, now)
     expires_at = approvals.retry_deadline(approval) or approval.expires_at
-    path = urlsplit(approval.resource).path or "/"
+    folded = len(approval.resource) > RESOURCE_SHOWN_AT_ONCE
     return ApprovalView(
         id=approval.id,
         status=str(status),
@@ -98,7 +103,9 @@ def _view(approval: Approval, agent: Agent, now: datetime) -> ApprovalView:
         amount_usd=format_usd(approval.amount_atomic, atomic=True),
         amount_atomic=approval.amount_atomic,
         host=approval.host,
-        path=path,
+        resource=approval.resource,
+        resource_start=approval.resource[:RESOURCE_SHOWN_AT_ONCE] if folded else None,
+        asset=approval.asset,
         pay_to=approval.pay_to,
         pay_to_short=f"{approval.pay_to[:6]}…{approval.pay_to[-4:]}",
         network=approval.network,
