@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
+import struct
 import threading
 from typing import Any
 from urllib.parse import urlsplit
@@ -16,7 +17,7 @@ import httpx
 import pytest
 from sqlmodel import select
 
-from server.approvals.confirmation import canonical
+from server.approvals.confirmation import challenge_for
 from server.kit.clock import FrozenClock
 from server.kit.db import Database
 from server.models import Approval, AuditEvent, Organization, PaymentIntent, WebAuthnChallenge
@@ -28,6 +29,23 @@ from tests.support.oauth import Person, SoftBrowser, csrf_of, enrolled_person
 from tests.support.paywarden import RunningServer
 
 OTHER_PAYEE = "0x2222222222222222222222222222222222222222"
+
+# One decision's challenge encoding, written out byte by byte: the domain label, then each field as
+# a 4-byte big-endian length and its bytes (addresses in lower case), the nonce last.
+GOLDEN_NONCE = bytes(range(32))
+GOLDEN_ENCODING = (
+    b"paywarden/approval-decision/v1"
+    + b"\x00\x00\x00\x07" + b"approve"
+    + b"\x00\x00\x00\x0a" + b"apr_golden"
+    + b"\x00\x00\x00\x06" + b"500000"
+    + b"\x00\x00\x00\x2a" + b"0x036cbd53842c5426634e7929541ec2318f3dcf7e"
+    + b"\x00\x00\x00\x2a" + b"0x1111111111111111111111111111111111111111"
+    + b"\x00\x00\x00\x0c" + b"eip155:84532"
+    + b"\x00\x00\x00\x0f" + b"api.example.com"
+    + b"\x00\x00\x00\x21" + b"https://api.example.com/v1/search"
+    + b"\x00\x00\x00\x20" + GOLDEN_NONCE
+)  # fmt: skip
+GOLDEN_CHALLENGE = "d4b91d1de7c63b29f5a839965fd50a2b60b26df30acf0e817aabf5dbff319abe"
 
 
 def _held(db: Database, person: Person, clock: FrozenClock, key: str, **kw: Any) -> Approval:
@@ -71,6 +89,53 @@ def _decide(browser: SoftBrowser, approval_id: str, decision: str) -> httpx.Resp
     csrf, body = _options(browser, approval_id, decision)
     answer = browser.authenticator.authenticate(body["publicKey"])
     return _verify(browser, approval_id, csrf, decision, body["challengeId"], answer)
+
+
+def _encoded(fields: dict[str, Any]) -> bytes:
+    """The test's own encoder of a decision, kept honest by the golden vector below."""
+    items: list[bytes] = [
+        b"approve" if fields["approve"] else b"deny",
+        fields["approval_id"].encode(),
+        str(fields["amount_atomic"]).encode(),
+        fields["asset"].lower().encode(),
+        fields["pay_to"].lower().encode(),
+        fields["network"].encode(),
+        fields["host"].encode(),
+        fields["resource"].encode(),
+        fields["nonce"],
+    ]
+    return b"paywarden/approval-decision/v1" + b"".join(struct.pack(">I", len(item)) + item for item in items)
+
+
+GOLDEN_FIELDS: dict[str, Any] = {
+    "approval_id": "apr_golden",
+    "approve": True,
+    "amount_atomic": 500_000,
+    "asset": "0x036CbD53842c5426634e7929541eC2318f3dCF7e",
+    "pay_to": "0x1111111111111111111111111111111111111111",
+    "network": "eip155:84532",
+    "host": "api.example.com",
+    "resource": "https://api.example.com/v1/search",
+    "nonce": GOLDEN_NONCE,
+}
+
+
+def test_the_challenge_of_a_known_decision_is_the_golden_vector() -> None:
+    assert hashlib.sha256(GOLDEN_ENCODING).hexdigest() == GOLDEN_CHALLENGE
+    assert _encoded(GOLDEN_FIELDS) == GOLDEN_ENCODING
+    approval = Approval(
+        id="apr_golden",
+        amount_atomic=500_000,
+        asset=GOLDEN_FIELDS["asset"],
+        pay_to=GOLDEN_FIELDS["pay_to"],
+        network="eip155:84532",
+        host="api.example.com",
+        resource="https://api.example.com/v1/search",
+    )
+    assert challenge_for(approval, approve=True, nonce=GOLDEN_NONCE).hex() == GOLDEN_CHALLENGE
+    # Deny is another word, so another challenge.
+    denied = _encoded({**GOLDEN_FIELDS, "approve": False})
+    assert challenge_for(approval, approve=False, nonce=GOLDEN_NONCE) == hashlib.sha256(denied).digest()
 
 
 def _b64(data: bytes) -> str:
@@ -152,7 +217,7 @@ def test_a_denial_closes_the_held_payment(
     assert again.status_code == 409
 
 
-@pytest.mark.parametrize("change", ["amount", "pay_to", "decision"])
+@pytest.mark.parametrize("change", ["amount", "asset", "pay_to", "network", "host", "resource", "decision"])
 def test_an_assertion_over_another_payment_is_refused(
     server: RunningServer, db: Database, owner: Person, clock: FrozenClock, change: str
 ) -> None:
@@ -175,17 +240,21 @@ def test_an_assertion_over_another_payment_is_refused(
         "nonce": nonce,
     }
     # The challenge the server handed out is exactly the hash of this payment's encoding...
-    assert body["publicKey"]["challenge"] == _b64(hashlib.sha256(canonical(**fields)).digest())
+    assert body["publicKey"]["challenge"] == _b64(hashlib.sha256(_encoded(fields)).digest())
     # ...and a passkey that signed any other payment (or the other decision) is refused.
     changes: dict[str, dict[str, Any]] = {
         "amount": {"amount_atomic": approval.amount_atomic * 100},
+        "asset": {"asset": "0x" + "3" * 40},
         "pay_to": {"pay_to": OTHER_PAYEE},
+        "network": {"network": "eip155:8453"},
+        "host": {"host": "api.evil.example"},
+        "resource": {"resource": approval.resource + "?account=other"},
         "decision": {"approve": False},
     }
     tampered = changes[change]
     forged = {
         **body["publicKey"],
-        "challenge": _b64(hashlib.sha256(canonical(**{**fields, **tampered})).digest()),
+        "challenge": _b64(hashlib.sha256(_encoded({**fields, **tampered})).digest()),
     }
     answer = owner.browser.authenticator.authenticate(forged)
     refused = _verify(owner.browser, approval.id, csrf, "approve", body["challengeId"], answer)
