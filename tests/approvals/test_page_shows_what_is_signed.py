@@ -65,7 +65,8 @@ async def test_the_page_shows_every_field_the_passkey_signs(
             approval = _held(sqlite_db, agent.agent_id, clock, f"shown-{label}", path)
             assert approval.resource == f"https://api.example.com{path}"
             await page.goto(f"{site}/approvals/{approval.id}")
-            await expect(page.get_by_role("heading", level=1)).to_have_text("Approve 0.50 USD to api.example.com?")
+            heading = page.get_by_role("heading", level=1)
+            await expect(heading).to_have_text("Approve 0.50 USD to api.example.com?")
             folded = page.locator("dl.facts details")
             if label == "long":
                 # Folded, it still says how much there is and where it starts.
