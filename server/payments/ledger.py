@@ -121,7 +121,7 @@ class Standing:
 
 
 def standing(session: Session, *, agent: Agent, now: datetime) -> Standing:
-    policy = current_policy(session, agent.id)
+    policy = current_policy(session, agent)
     rules = rules_for_agent(session, agent, now=now)
     return Standing(policy, rules, usage_for(session, agent=agent, policy=policy, rules=rules, now=now))
 

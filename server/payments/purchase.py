@@ -112,7 +112,7 @@ def load_context(db: Database, principal: Principal, host: str, now: datetime) -
         return AgentContext(
             agent,
             policy,
-            active_wallet(session, agent.id),
+            active_wallet(session, agent),
             listing_for(session, host) is not None,
             tuple(rules_for_agent(session, agent, now=now)),
         )

@@ -72,20 +72,22 @@ class PolicyVersionRepository(TenantRepository[PolicyVersion]):
     model = PolicyVersion
     agent_column: ClassVar[str | None] = "agent_id"
 
-    def by_id(self, version_id: str) -> PolicyVersion | None:
-        return self.first(self.statement().where(PolicyVersion.id == version_id))
+    def by_id(self, *, org_id: str, version_id: str) -> PolicyVersion | None:
+        return self.first(
+            self.statement().where(PolicyVersion.org_id == org_id, PolicyVersion.id == version_id)
+        )
 
-    def newest_id_for_agent(self, agent_id: str) -> str | None:
+    def newest_id_for_agent(self, *, org_id: str, agent_id: str) -> str | None:
         """The id of the agent's newest policy version, from a statement built once (no model)."""
         if not _NEWEST_ID:
             table = PolicyVersion.__table__  # type: ignore[attr-defined]
             _NEWEST_ID.append(
                 select(table.c.id)
-                .where(table.c.agent_id == bindparam("agent"))
+                .where(table.c.org_id == bindparam("org"), table.c.agent_id == bindparam("agent"))
                 .order_by(table.c.version.desc())
                 .limit(1)
             )
-        return self.session.connection().execute(_NEWEST_ID[0], {"agent": agent_id}).scalar()
+        return self.session.connection().execute(_NEWEST_ID[0], {"org": org_id, "agent": agent_id}).scalar()
 
 
 class RuleVersionRepository(TenantRepository[RuleVersion]):
@@ -161,11 +163,12 @@ class RuleVersionRepository(TenantRepository[RuleVersion]):
             params[f"scope_id_{i}"] = scope_id
         return self.session.connection().execute(statement, params).all()
 
-    def chat_rules_proposed_since(self, *, agent_id: str, since: datetime) -> int:
+    def chat_rules_proposed_since(self, *, org_id: str, agent_id: str, since: datetime) -> int:
         """How many chat rules the agent proposed (first versions written) after `since`."""
         count = self.session.exec(
             select(func.count())
             .select_from(RuleVersion)
+            .where(RuleVersion.org_id == org_id)
             .where(RuleVersion.scope == RuleScope.AGENT, RuleVersion.scope_id == agent_id)
             .where(RuleVersion.source == RuleSource.CHAT, RuleVersion.version == 1)
             .where(col(RuleVersion.created_at) > since)

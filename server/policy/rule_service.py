@@ -333,7 +333,7 @@ def propose_chat_rule(
     if sum(1 for rule in in_force if rule.source == RuleSource.CHAT) >= MAX_ACTIVE_CHAT_RULES:
         raise RuleLimitReached(max=MAX_ACTIVE_CHAT_RULES)
     proposed = RuleVersionRepository(session).chat_rules_proposed_since(
-        agent_id=agent.id, since=now - timedelta(hours=1)
+        org_id=agent.org_id, agent_id=agent.id, since=now - timedelta(hours=1)
     )
     if proposed >= MAX_PROPOSALS_PER_HOUR:
         raise RuleLimitReached(max=MAX_PROPOSALS_PER_HOUR)

@@ -108,35 +108,37 @@ def create_initial_policy(session: Session, *, agent: Agent, actor: str, now: da
 # Policies by the id of their version. A version is never changed once written (a change writes the
 # next one), so a process parses each version once and keeps it; which version is in force is read
 # from the database on every call, never from here.
-_POLICIES: dict[str, Policy] = {}
+_POLICIES: dict[tuple[str, str], Policy] = {}  # by (organisation, version id)
 _POLICIES_KEPT = 4096
 
 
 def _kept(row: PolicyVersion) -> Policy:
-    policy = _POLICIES.get(row.id)
+    policy = _POLICIES.get((row.org_id, row.id))
     if policy is None:
         policy = Policy.from_document(row.version, row.document)
         if len(_POLICIES) >= _POLICIES_KEPT:
             _POLICIES.clear()
-        _POLICIES[row.id] = policy
+        _POLICIES[(row.org_id, row.id)] = policy
     return policy
 
 
-def current_policy(session: Session, agent_id: str) -> Policy:
+def current_policy(session: Session, agent: Agent) -> Policy:
     """The agent's policy in force: its newest version's id is read now, its document once per
     process."""
-    return policy_of_version(session, PolicyVersionRepository(session).newest_id_for_agent(agent_id))
+    versions = PolicyVersionRepository(session)
+    newest = versions.newest_id_for_agent(org_id=agent.org_id, agent_id=agent.id)
+    return policy_of_version(session, newest, org_id=agent.org_id)
 
 
-def policy_of_version(session: Session, version_id: str | None) -> Policy:
+def policy_of_version(session: Session, version_id: str | None, *, org_id: str) -> Policy:
     """The policy of the version with this id (the one in force, read by the caller in the same
     transaction); None, for an agent without a policy, fails closed. Read once per process."""
     if version_id is None:
         raise PolicyNotFound()
-    policy = _POLICIES.get(version_id)
+    policy = _POLICIES.get((org_id, version_id))
     if policy is not None:
         return policy
-    row = PolicyVersionRepository(session).by_id(version_id)
+    row = PolicyVersionRepository(session).by_id(org_id=org_id, version_id=version_id)
     if row is None:
         raise PolicyNotFound()
     return _kept(row)
@@ -272,7 +274,7 @@ def _next_version(
     now: datetime,
 ) -> Policy:
     lock_org(session, agent.org_id)
-    current = current_policy(session, agent.id)
+    current = current_policy(session, agent)
     try:
         updated = apply_changes(current, changes_to(current))
     except PolicyError as exc:
@@ -287,7 +289,7 @@ def add_catalog_host(
     """After the first payment to a catalog host was approved and paid, the host joins the agent's
     allowed hosts (a new version, audited as policy.catalog_host_added). None if already there."""
     lock_org(session, agent.org_id)
-    policy = current_policy(session, agent.id)
+    policy = current_policy(session, agent)
     if host in policy.allow_hosts:
         return None
     updated = policy.with_changes(version=policy.version + 1, allow_hosts=(*policy.allow_hosts, host))

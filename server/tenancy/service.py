@@ -248,7 +248,7 @@ def agent_with_policy(session: Session, principal: Principal, agent_id: str) -> 
     if found is None:
         raise AgentNotFound()
     agent, version_id = found
-    return agent, policy_of_version(session, version_id)
+    return agent, policy_of_version(session, version_id, org_id=agent.org_id)
 
 
 def find_agent_by_name(session: Session, principal: Principal, *, org_id: str, name: str) -> Agent | None:

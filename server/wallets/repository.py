@@ -15,11 +15,11 @@ class WalletRepository(TenantRepository[Wallet]):
     model = Wallet
     agent_column: ClassVar[str | None] = "agent_id"
 
-    def active_for_agent(self, agent_id: str) -> Wallet | None:
+    def active_for_agent(self, *, org_id: str, agent_id: str) -> Wallet | None:
         """The agent's newest wallet that is not retired."""
         return self.first(
             self.statement()
-            .where(Wallet.agent_id == agent_id, col(Wallet.retired_at).is_(None))
+            .where(Wallet.org_id == org_id, Wallet.agent_id == agent_id, col(Wallet.retired_at).is_(None))
             .order_by(col(Wallet.created_at).desc())
         )
 

@@ -38,8 +38,8 @@ def parse_private_key(text: str) -> bytes:
     return raw
 
 
-def active_wallet(session: Session, agent_id: str) -> Wallet | None:
-    return WalletRepository(session).active_for_agent(agent_id)
+def active_wallet(session: Session, agent: Agent) -> Wallet | None:
+    return WalletRepository(session).active_for_agent(org_id=agent.org_id, agent_id=agent.id)
 
 
 def import_local_key(
@@ -47,7 +47,7 @@ def import_local_key(
 ) -> Wallet:
     address = str(Account.from_key(private_key).address)
     wallets = WalletRepository(session)
-    previous = wallets.active_for_agent(agent.id)
+    previous = wallets.active_for_agent(org_id=agent.org_id, agent_id=agent.id)
     if previous is not None:
         previous.retired_at = now
         wallets.add(previous, flush=False)

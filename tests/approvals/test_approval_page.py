@@ -125,6 +125,11 @@ def test_the_challenge_of_a_known_decision_is_the_golden_vector() -> None:
     assert _encoded(GOLDEN_FIELDS) == GOLDEN_ENCODING
     approval = Approval(
         id="apr_golden",
+        org_id="org_golden",
+        agent_id="agent_golden",
+        intent_id="pi_golden",
+        idempotency_key="golden",
+        decision={},
         amount_atomic=500_000,
         asset=GOLDEN_FIELDS["asset"],
         pay_to=GOLDEN_FIELDS["pay_to"],

@@ -15,7 +15,7 @@ from server.kit.clock import SystemClock
 from server.kit.db import Database
 from server.payments.budget import Budget, budget
 from server.policy.service import current_policy
-from server.tenancy.service import AgentNotFound
+from server.tenancy.service import AgentNotFound, get_agent
 from tests.support.cli import paywarden
 from tests.support.paywarden import settings_for
 from tests.support.principals import OPERATOR
@@ -46,7 +46,7 @@ def test_another_process_changes_show_in_the_next_budget(db: Database, tmp_path:
     )
     assert after_set.effective.cap_atomic == 3_000_000
     with db.read() as session:  # what a reservation decides with reads the same version
-        assert current_policy(session, setup.agent_id) == after_set.policy
+        assert current_policy(session, get_agent(session, OPERATOR, setup.agent_id)) == after_set.policy
 
     other_process(
         db, tmp_path, "rule", "add", "--scope", "agent", "--id", setup.agent_id,
