@@ -122,6 +122,16 @@ class TokenRepository(TenantRepository[AccessToken]):
             )
         )
 
+    def live_of_grant(self, org_id: str, grant_id: str) -> Sequence[AccessToken]:
+        """Every token of the grant that is still live (access and refresh, of every family)."""
+        return self.all(
+            self.statement().where(
+                AccessToken.org_id == org_id,
+                AccessToken.grant_id == grant_id,
+                col(AccessToken.revoked_at).is_(None),
+            )
+        )
+
     def revoke_of_grant(self, grant_id: str, now: datetime) -> int:
         return _changed(
             self.session.execute(
@@ -201,6 +211,17 @@ class GrantRepository(TenantRepository[OAuthGrant]):
     def by_id(self, grant_id: str) -> OAuthGrant | None:
         return self.session.get(OAuthGrant, grant_id)
 
+    def lock(self, org_id: str, grant_id: str) -> OAuthGrant | None:
+        """The grant as it is now, its row locked until the transaction ends (SELECT ... FOR
+        UPDATE; SQLite's writers are serialised already), so a narrowing or a revocation and a
+        token issued from the grant happen one after the other, never interleaved."""
+        return self.session.exec(
+            self.statement()
+            .where(OAuthGrant.id == grant_id, OAuthGrant.org_id == org_id)
+            .with_for_update()
+            .execution_options(populate_existing=True)
+        ).first()
+
     def live_of_org(self, reader: Reader) -> list[tuple[OAuthGrant, OAuthClient, Agent]]:
         """The reader's organisation's live connections, most recently used first."""
         grants = self.all(
@@ -250,6 +271,17 @@ class CodeRepository(Repository[AuthorizationCode]):
                 )
             )
             == 1
+        )
+
+    def unused_of_grant(self, org_id: str, grant_id: str, now: datetime) -> Sequence[AuthorizationCode]:
+        """The grant's codes that were not exchanged yet and have not expired."""
+        return self.all(
+            self.statement().where(
+                AuthorizationCode.org_id == org_id,
+                AuthorizationCode.grant_id == grant_id,
+                col(AuthorizationCode.used_at).is_(None),
+                col(AuthorizationCode.expires_at) > now,
+            )
         )
 
     def purge_expired(self, before: datetime) -> int:
