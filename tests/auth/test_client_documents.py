@@ -184,6 +184,22 @@ def test_caching_headers_decide_when_the_document_is_fetched_again(
             "The document's redirect_uris are missing or not acceptable",
         ),
         (
+            {"redirect_uris": ["view-source:https://app.example/cb"]},
+            "The document's redirect_uris are missing or not acceptable",
+        ),
+        (
+            {"redirect_uris": ["jar:https://app.example/x.jar!/cb"]},
+            "The document's redirect_uris are missing or not acceptable",
+        ),
+        (
+            {"redirect_uris": ["x-javascript:alert(1)"]},
+            "The document's redirect_uris are missing or not acceptable",
+        ),
+        (
+            {"redirect_uris": ["myapp:/callback"]},
+            "The document's redirect_uris are missing or not acceptable",
+        ),
+        (
             {"token_endpoint_auth_method": "client_secret_basic"},
             "asks for a client authentication method other than none",
         ),
