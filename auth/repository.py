@@ -25,6 +25,7 @@ from server.models import (
     AccessToken,
     Agent,
     AuthorizationCode,
+    ClientDocumentFailure,
     Member,
     MemberPasskey,
     OAuthClient,
@@ -396,6 +397,53 @@ class RateLimitRepository(Repository[RateLimitBucket]):
     def purge_expired(self, before: datetime) -> int:
         return _changed(
             self.session.execute(delete(RateLimitBucket).where(col(RateLimitBucket.expires_at) < before))
+        )
+
+
+class DocumentFailureRepository(Repository[ClientDocumentFailure]):
+    """Client metadata documents that failed, by the SHA-256 of their URL. They belong to no
+    organisation: a client ID URL is global, like the client it names."""
+
+    model = ClientDocumentFailure
+
+    def current(self, url_hash: str, now: datetime) -> ClientDocumentFailure | None:
+        """The remembered failure of this URL, unless it is time to try the URL again."""
+        row = self.session.get(ClientDocumentFailure, url_hash)
+        return row if row is not None and row.retry_at > now else None
+
+    def remember(self, row: ClientDocumentFailure) -> None:
+        """Store (or replace) a failure; two processes storing one at once both succeed."""
+        dialect = self.session.get_bind().dialect.name
+        insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+        table = ClientDocumentFailure.__table__  # type: ignore[attr-defined]
+        values = insert(table).values(
+            url_hash=row.url_hash,
+            url=row.url,
+            reason=row.reason,
+            failed_at=row.failed_at,
+            retry_at=row.retry_at,
+        )
+        self.session.execute(
+            values.on_conflict_do_update(
+                index_elements=[table.c.url_hash],
+                set_={
+                    "reason": values.excluded.reason,
+                    "failed_at": values.excluded.failed_at,
+                    "retry_at": values.excluded.retry_at,
+                },
+            )
+        )
+
+    def forget(self, url_hash: str) -> None:
+        self.session.execute(
+            delete(ClientDocumentFailure).where(col(ClientDocumentFailure.url_hash) == url_hash)
+        )
+
+    def purge_expired(self, before: datetime) -> int:
+        return _changed(
+            self.session.execute(
+                delete(ClientDocumentFailure).where(col(ClientDocumentFailure.retry_at) < before)
+            )
         )
 
 
