@@ -7,7 +7,8 @@ member sees a page saying what is wrong (`AuthorizationPageError`).
 
 On consent the member picks one agent they may delegate (auth/delegation.py) and some of the
 requested scopes they may grant; the client's grant for that agent is created, or updated with the
-new scopes, and a code bound to all of it is issued.
+new scopes, and a code bound to all of it is issued. A consent that gives fewer scopes than the
+grant held narrows every earlier sign-in of the grant too: the latest consent is the only one.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from auth.redirects import host_of
 from auth.repository import DelegableAgentRepository, GrantRepository
 from auth.scopes import Scope, scope_text
 from auth.sessions import SignedIn
+from auth.token_families import narrow_grant
 from server.audit.service import record as audit
 from server.kit.errors import PaywardenError
 from server.kit.ids import new_id
@@ -153,7 +155,11 @@ def _grant_for(
 ) -> OAuthGrant:
     grants = GrantRepository(session)
     grant = grants.live_for(client_row_id=checked.client.id, agent_id=agent.id)
+    if grant is not None:
+        # Locked, so no refresh of this grant runs between the new scopes and the narrowing.
+        grant = grants.lock(agent.org_id, grant.id)
     created = grant is None
+    previous = frozenset(grant.scopes.split()) if grant is not None else frozenset()
     if grant is None:
         grant = OAuthGrant(
             id=new_id("grant"),
@@ -186,6 +192,27 @@ def _grant_for(
         },
         now=now,
     )
+    taken_away = previous - {str(scope) for scope in scopes}
+    if taken_away:
+        narrowed = narrow_grant(session, grant=grant, now=now)
+        audit(
+            session,
+            org_id=agent.org_id,
+            type="oauth.grant_narrowed",
+            actor=signed_in.principal.actor,
+            agent_id=agent.id,
+            subject_id=grant.id,
+            data={
+                "client": checked.client.id,
+                "scopesRemoved": sorted(taken_away),
+                "scopes": sorted(scopes),
+                "tokensNarrowed": narrowed.tokens_narrowed,
+                "tokensRevoked": narrowed.tokens_revoked,
+                "codesNarrowed": narrowed.codes_narrowed,
+                "codesVoided": narrowed.codes_voided,
+            },
+            now=now,
+        )
     return grant
 
 

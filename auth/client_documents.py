@@ -11,10 +11,16 @@ HTTP caching is honoured: the copy is kept until `max-age` (or `Expires`) says i
 a day; `no-store` or `no-cache` means every authorization fetches it again; an `ETag` is sent back
 as `If-None-Match`, and a 304 keeps the copy. The copy lives in the database (oauth_clients), so
 every server process shares it.
+
+A document that could not be fetched or used is remembered as failed (in the database too) for
+`failure_ttl`: until then the authorization endpoint answers with the same reason without fetching
+again, so nobody can use it to send GETs to a host at the rate they like. A document that works
+again is used as soon as that time is over.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass
@@ -30,12 +36,12 @@ from sqlmodel import Session
 
 from auth.clients import clean_name, code_grant_types, is_document_url, redirect_uris_of
 from auth.errors import ClientDocumentUnusable, DocumentReason
-from auth.repository import ClientRepository
+from auth.repository import ClientRepository, DocumentFailureRepository
 from server.kit.clock import Clock
 from server.kit.db import Database
 from server.kit.errors import InvalidInput, PaywardenError
 from server.kit.ids import new_id
-from server.models import OAuthClient
+from server.models import ClientDocumentFailure, OAuthClient
 from server.models.enums import ClientKind
 from server.sellers.client import SellerClient, SellerRequest
 from server.sellers.errors import PrivateAddressBlocked, SellerTimeout
@@ -174,10 +180,13 @@ def store_document(
 class ClientDocuments:
     """Fetches and caches client ID metadata documents for the authorization endpoint."""
 
-    def __init__(self, *, db: Database, http: SellerClient, clock: Clock) -> None:
+    def __init__(
+        self, *, db: Database, http: SellerClient, clock: Clock, failure_ttl: timedelta = timedelta(0)
+    ) -> None:
         self._db = db
         self._http = http
         self._clock = clock
+        self._failure_ttl = failure_ttl
         self.fetches = 0  # how many documents this process fetched (tests count them)
 
     async def ensure_current(self, client_id: str) -> None:
@@ -187,9 +196,25 @@ class ClientDocuments:
             return
         check_document_url(client_id)
         now = self._clock.now()
-        cached = await self._db.run(self._cached, client_id)
+        url_hash = hashlib.sha256(client_id.encode()).hexdigest()
+        cached, failure = await self._db.run(self._cached, client_id, url_hash, now)
         if cached is not None and cached.stale_at is not None and cached.stale_at > now:
             return
+        if failure is not None:
+            raise ClientDocumentUnusable(DocumentReason(failure.reason))
+        try:
+            document, etag, stale_at, fetched_at = await self._fetch_document(client_id, cached)
+        except ClientDocumentUnusable as unusable:
+            if self._failure_ttl > timedelta(0):
+                await self._db.run(self._remember, client_id, url_hash, unusable.reason)
+            raise
+        await self._db.run(self._store, document, client_id, etag, stale_at, fetched_at)
+
+    async def _fetch_document(
+        self, client_id: str, cached: OAuthClient | None
+    ) -> tuple[ClientDocument | None, str | None, datetime, datetime]:
+        """Fetch and parse: the document (None for a 304), its ETag, when it goes stale, and when
+        it was fetched."""
         etag = cached.document_etag if cached is not None else None
         status, headers, body = await self._fetch(client_id, etag)
         now = self._clock.now()
@@ -200,11 +225,29 @@ class ClientDocuments:
             document = parse_document(client_id, body)
         else:
             raise ClientDocumentUnusable(DocumentReason.BAD_STATUS)
-        await self._db.run(self._store, document, client_id, headers.get("etag"), stale_at, now)
+        return document, headers.get("etag"), stale_at, now
 
-    def _cached(self, client_id: str) -> OAuthClient | None:
+    def _cached(
+        self, client_id: str, url_hash: str, now: datetime
+    ) -> tuple[OAuthClient | None, ClientDocumentFailure | None]:
         with self._db.read() as session:
-            return ClientRepository(session).by_client_id(client_id)
+            return (
+                ClientRepository(session).by_client_id(client_id),
+                DocumentFailureRepository(session).current(url_hash, now),
+            )
+
+    def _remember(self, client_id: str, url_hash: str, reason: DocumentReason) -> None:
+        now = self._clock.now()
+        with self._db.write() as session:
+            DocumentFailureRepository(session).remember(
+                ClientDocumentFailure(
+                    url_hash=url_hash,
+                    url=client_id,
+                    reason=str(reason),
+                    failed_at=now,
+                    retry_at=now + self._failure_ttl,
+                )
+            )
 
     def _store(
         self, document: ClientDocument | None, url: str, etag: str | None, stale_at: datetime, now: datetime

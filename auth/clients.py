@@ -104,7 +104,8 @@ def redirect_uris_of(metadata: dict[str, Any]) -> list[str]:
         if not acceptable_redirect_uri(uri):
             raise InvalidRedirectURIError(
                 "Each redirect URI must be https, http on 127.0.0.1, [::1] or localhost, or an "
-                "application's own scheme, without a fragment or a wildcard."
+                "application's own scheme in reverse-domain form (com.example.app:/callback), without "
+                "a fragment or a wildcard."
             )
     return list(dict.fromkeys(uris))
 

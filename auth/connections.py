@@ -62,6 +62,10 @@ def connections(session: Session, signed_in: SignedIn) -> list[Connection]:
 def revoke_connection(session: Session, signed_in: SignedIn, *, grant_id: str, now: datetime) -> OAuthGrant:
     grants = GrantRepository(session)
     grant = grants.get_readable(signed_in.principal, grant_id)
+    if grant is not None:
+        # Locked, so a refresh of this grant either finishes first (and its tokens are revoked
+        # below) or waits and finds the grant revoked.
+        grant = grants.lock(grant.org_id, grant.id)
     if grant is None or grant.revoked_at is not None:
         raise ConnectionNotFound()
     agent = DelegableAgentRepository(session).get_readable(signed_in.principal, grant.agent_id)

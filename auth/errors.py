@@ -141,7 +141,8 @@ _DOCUMENT_SENTENCES = {
     DocumentReason.CLIENT_ID_MISMATCH: "The document names a client_id other than its own URL.",
     DocumentReason.BAD_REDIRECT_URIS: (
         "The document's redirect_uris are missing or not acceptable (https, or http on a loopback "
-        "address, never with a fragment or a wildcard)."
+        "address, or an application's own scheme in reverse-domain form such as "
+        "com.example.app:/callback; never with a fragment or a wildcard)."
     ),
     DocumentReason.UNSUPPORTED_AUTH_METHOD: (
         "The document asks for a client authentication method other than none."

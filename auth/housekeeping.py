@@ -1,7 +1,7 @@
 """A background job that forgets what identity no longer needs: expired codes, sessions,
-challenges, rate-limit counters and authorization-server tokens, and client registrations that
-never led to a grant. Every step is a delete of rows past their time, so running it twice, or in
-two processes, changes nothing more."""
+challenges, rate-limit counters, remembered client-document failures and authorization-server
+tokens, and client registrations that never led to a grant. Every step is a delete of rows past
+their time, so running it twice, or in two processes, changes nothing more."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from auth.clients import purge_unused
 from auth.repository import (
     ChallengeRepository,
     CodeRepository,
+    DocumentFailureRepository,
     RateLimitRepository,
     SessionRepository,
     TokenRepository,
@@ -39,6 +40,7 @@ class IdentityHousekeeping:
                 + SessionRepository(session).purge_expired(now)
                 + ChallengeRepository(session).purge_expired(now)
                 + RateLimitRepository(session).purge_expired(now)
+                + DocumentFailureRepository(session).purge_expired(now)
                 + TokenRepository(session).purge_expired(now - TOKEN_RETENTION)
                 + purge_unused(session, now=now)
             )

@@ -62,6 +62,7 @@ from auth.token_families import (
     revoke_family,
     revoke_token,
     start_family,
+    within_grant,
 )
 from auth.tokens import hash_secret
 from server.audit.service import record as audit
@@ -393,15 +394,18 @@ class _AuthorizationCode(AuthorizationCodeGrant):
         server = _server(self)
         client: OAuthClient = self.request.client.row
         code: AuthorizationCode = self.request.authorization_code.row
-        grant = GrantRepository(server.session).by_id(code.grant_id)
+        grant = GrantRepository(server.session).lock(code.org_id, code.grant_id)
         if grant is None or grant.revoked_at is not None:
             raise InvalidGrantError("The connection this code was issued for was revoked.")
+        scopes = within_grant(code.scopes, grant)
+        if not scopes:
+            raise InvalidGrantError("The connection no longer allows any scope of this code.")
         family_id, pair = start_family(
             server.session,
             policy=server.config.tokens,
             grant=grant,
             client=client,
-            scopes=code.scopes,
+            scopes=scopes,
             now=server.now,
         )
         code.family_id = family_id

@@ -1,5 +1,6 @@
-"""Abuse limits on sign-in, client registration and the token endpoints, counted in the database
-so that every server process behind a load balancer counts against the same limit.
+"""Abuse limits on sign-in, client registration, the authorization endpoint and the token
+endpoints, counted in the database so that every server process behind a load balancer counts
+against the same limit.
 
 Each limit is a fixed window: at most `max_requests` per `window_seconds` for one key (the limit's
 name and who is asking: a client address, or a client id). Counting is one atomic statement, so two
@@ -38,6 +39,10 @@ def registration(max_per_hour: int) -> Limit:
 
 def token(max_per_minute: int) -> Limit:
     return Limit("token", max_per_minute, 60)
+
+
+def authorize(max_per_minute: int) -> Limit:
+    return Limit("authorize", max_per_minute, 60)
 
 
 def _key(limit: Limit, who: str) -> str:

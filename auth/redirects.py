@@ -12,10 +12,17 @@ from urllib.parse import SplitResult, urlsplit
 
 MAX_REDIRECT_URI_LENGTH = 2048
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
-# Schemes a redirect may never use: they run code, read files or are not a redirect at all.
-_FORBIDDEN_SCHEMES = frozenset(
-    {"javascript", "data", "file", "vbscript", "about", "blob", "ws", "wss", "ftp"}
-)
+# Native clients people use whose redirect scheme predates the reverse-domain rule. Each one is a
+# deliberate exception (docs/security.md); every other dotless scheme is refused.
+KNOWN_NATIVE_CLIENT_SCHEMES = frozenset({"cursor"})
+
+
+def is_reverse_domain_scheme(scheme: str) -> bool:
+    """RFC 8252 section 7.1: a private-use scheme is a reverse domain name, `com.example.app`,
+    at least two labels and none of them empty. This also rules out every dotless scheme that
+    runs code or reads files (`javascript`, `data`, `file`, `view-source`, `jar`, ...)."""
+    labels = scheme.split(".")
+    return len(labels) >= 2 and all(labels)
 
 
 def _parts(uri: str) -> SplitResult | None:
@@ -33,9 +40,10 @@ def is_loopback_http(uri: str) -> bool:
 
 
 def acceptable_redirect_uri(uri: object) -> bool:
-    """Whether a client may register `uri`: https; http on a loopback host; or a private-use
-    scheme of a native app (`com.example.app:/callback`). Never a fragment, a user name, or a
-    wildcard."""
+    """Whether a client may register `uri`: https; http on a loopback host; or a native app's
+    private-use scheme in reverse-domain form (`com.example.app:/callback`), or one of the known
+    native clients' schemes. Never a fragment, a user name, or a wildcard: an allow rule, so a
+    scheme nobody thought of is refused."""
     if not isinstance(uri, str) or not uri or len(uri) > MAX_REDIRECT_URI_LENGTH:
         return False
     if "#" in uri or "*" in uri or any(ch.isspace() for ch in uri):
@@ -47,7 +55,7 @@ def acceptable_redirect_uri(uri: object) -> bool:
         return bool(parts.hostname)
     if parts.scheme == "http":
         return parts.hostname in LOOPBACK_HOSTS
-    if parts.scheme in _FORBIDDEN_SCHEMES:
+    if not (is_reverse_domain_scheme(parts.scheme) or parts.scheme in KNOWN_NATIVE_CLIENT_SCHEMES):
         return False
     # A private-use scheme must still name somewhere: `app:/path` or `app://host/path`.
     return bool(parts.netloc or parts.path)

@@ -25,6 +25,7 @@ from server.models import (
     AccessToken,
     Agent,
     AuthorizationCode,
+    ClientDocumentFailure,
     Member,
     MemberPasskey,
     OAuthClient,
@@ -122,6 +123,16 @@ class TokenRepository(TenantRepository[AccessToken]):
             )
         )
 
+    def live_of_grant(self, org_id: str, grant_id: str) -> Sequence[AccessToken]:
+        """Every token of the grant that is still live (access and refresh, of every family)."""
+        return self.all(
+            self.statement().where(
+                AccessToken.org_id == org_id,
+                AccessToken.grant_id == grant_id,
+                col(AccessToken.revoked_at).is_(None),
+            )
+        )
+
     def revoke_of_grant(self, grant_id: str, now: datetime) -> int:
         return _changed(
             self.session.execute(
@@ -201,6 +212,17 @@ class GrantRepository(TenantRepository[OAuthGrant]):
     def by_id(self, grant_id: str) -> OAuthGrant | None:
         return self.session.get(OAuthGrant, grant_id)
 
+    def lock(self, org_id: str, grant_id: str) -> OAuthGrant | None:
+        """The grant as it is now, its row locked until the transaction ends (SELECT ... FOR
+        UPDATE; SQLite's writers are serialised already), so a narrowing or a revocation and a
+        token issued from the grant happen one after the other, never interleaved."""
+        return self.session.exec(
+            self.statement()
+            .where(OAuthGrant.id == grant_id, OAuthGrant.org_id == org_id)
+            .with_for_update()
+            .execution_options(populate_existing=True)
+        ).first()
+
     def live_of_org(self, reader: Reader) -> list[tuple[OAuthGrant, OAuthClient, Agent]]:
         """The reader's organisation's live connections, most recently used first."""
         grants = self.all(
@@ -250,6 +272,17 @@ class CodeRepository(Repository[AuthorizationCode]):
                 )
             )
             == 1
+        )
+
+    def unused_of_grant(self, org_id: str, grant_id: str, now: datetime) -> Sequence[AuthorizationCode]:
+        """The grant's codes that were not exchanged yet and have not expired."""
+        return self.all(
+            self.statement().where(
+                AuthorizationCode.org_id == org_id,
+                AuthorizationCode.grant_id == grant_id,
+                col(AuthorizationCode.used_at).is_(None),
+                col(AuthorizationCode.expires_at) > now,
+            )
         )
 
     def purge_expired(self, before: datetime) -> int:
@@ -364,6 +397,53 @@ class RateLimitRepository(Repository[RateLimitBucket]):
     def purge_expired(self, before: datetime) -> int:
         return _changed(
             self.session.execute(delete(RateLimitBucket).where(col(RateLimitBucket.expires_at) < before))
+        )
+
+
+class DocumentFailureRepository(Repository[ClientDocumentFailure]):
+    """Client metadata documents that failed, by the SHA-256 of their URL. They belong to no
+    organisation: a client ID URL is global, like the client it names."""
+
+    model = ClientDocumentFailure
+
+    def current(self, url_hash: str, now: datetime) -> ClientDocumentFailure | None:
+        """The remembered failure of this URL, unless it is time to try the URL again."""
+        row = self.session.get(ClientDocumentFailure, url_hash)
+        return row if row is not None and row.retry_at > now else None
+
+    def remember(self, row: ClientDocumentFailure) -> None:
+        """Store (or replace) a failure; two processes storing one at once both succeed."""
+        dialect = self.session.get_bind().dialect.name
+        insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+        table = ClientDocumentFailure.__table__  # type: ignore[attr-defined]
+        values = insert(table).values(
+            url_hash=row.url_hash,
+            url=row.url,
+            reason=row.reason,
+            failed_at=row.failed_at,
+            retry_at=row.retry_at,
+        )
+        self.session.execute(
+            values.on_conflict_do_update(
+                index_elements=[table.c.url_hash],
+                set_={
+                    "reason": values.excluded.reason,
+                    "failed_at": values.excluded.failed_at,
+                    "retry_at": values.excluded.retry_at,
+                },
+            )
+        )
+
+    def forget(self, url_hash: str) -> None:
+        self.session.execute(
+            delete(ClientDocumentFailure).where(col(ClientDocumentFailure.url_hash) == url_hash)
+        )
+
+    def purge_expired(self, before: datetime) -> int:
+        return _changed(
+            self.session.execute(
+                delete(ClientDocumentFailure).where(col(ClientDocumentFailure.retry_at) < before)
+            )
         )
 
 

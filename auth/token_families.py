@@ -12,6 +12,12 @@ Every refresh rotates: the refresh token is used up and a new pair of the same f
   from the master key, so whichever process answers the second request computes the same pair,
   and only a holder of the old refresh token can.
 
+- Narrowing: a grant's scopes are the ceiling of every token it led to. A refresh issues the
+  family's scopes that the grant still holds, and a consent that takes a scope away narrows every
+  live token and unused code of the grant at once (`narrow_grant`). Both run with the grant's row
+  locked, so a refresh racing a narrower consent is either narrowed afterwards or sees the
+  narrower grant.
+
 Access tokens are short-lived and bound to their resource (the audience, `<PUBLIC_URL>/mcp`), their
 agent, their scopes and their client.
 """
@@ -26,7 +32,7 @@ from datetime import datetime, timedelta
 
 from sqlmodel import Session
 
-from auth.repository import GrantRepository, TokenRepository
+from auth.repository import CodeRepository, GrantRepository, TokenRepository
 from auth.scopes import scope_text
 from auth.tokens import ACCESS_PREFIX, REFRESH_PREFIX, hash_secret, new_secret
 from server.audit.service import record as audit
@@ -72,6 +78,53 @@ class RefreshRefused(Exception):
 
 def actor_of(client: OAuthClient) -> str:
     return f"client:{client.id}"
+
+
+def within_grant(scopes: str, grant: OAuthGrant) -> str:
+    """The scopes of `scopes` that `grant` still holds: a token never outgrows its grant."""
+    return scope_text(set(scopes.split()) & set(grant.scopes.split()))
+
+
+@dataclass(frozen=True)
+class Narrowed:
+    tokens_narrowed: int
+    tokens_revoked: int
+    codes_narrowed: int
+    codes_voided: int
+
+
+def narrow_grant(session: Session, *, grant: OAuthGrant, now: datetime) -> Narrowed:
+    """Bring every live token and unused code of `grant` within its (new, narrower) scopes. A
+    token left with no scope is revoked; a code left with none can no longer be exchanged. The
+    caller holds the grant's row lock (`GrantRepository.lock`)."""
+    tokens = TokenRepository(session)
+    narrowed = revoked = 0
+    for token in tokens.live_of_grant(grant.org_id, grant.id):
+        kept = within_grant(token.scopes, grant)
+        if kept == token.scopes:
+            continue
+        if kept:
+            token.scopes = kept
+            narrowed += 1
+        else:
+            token.revoked_at = now
+            revoked += 1
+        tokens.add(token, flush=False)
+    codes = CodeRepository(session)
+    codes_narrowed = voided = 0
+    for code in codes.unused_of_grant(grant.org_id, grant.id, now):
+        kept = within_grant(code.scopes, grant)
+        if kept == code.scopes:
+            continue
+        if kept:
+            code.scopes = kept
+            codes_narrowed += 1
+        else:
+            code.used_at = now
+            voided += 1
+        codes.add(code, flush=False)
+    session.flush()
+    return Narrowed(narrowed, revoked, codes_narrowed, voided)
 
 
 def _token(
@@ -225,19 +278,24 @@ def refresh(
         raise RefreshRefused("The refresh token is not known.")
     if row.client_id != client.id:
         raise RefreshRefused("The refresh token was issued to another client.")
+    # Lock the grant before judging the token: a narrower consent or a revocation that got there
+    # first has changed both, and one that comes later waits until these tokens are stored.
+    grant = GrantRepository(session).lock(row.org_id, row.grant_id)
+    tokens.refresh(row)
     if row.revoked_at is not None:
         raise RefreshRefused("The refresh token was revoked.")
     if row.expires_at <= now:
         raise RefreshRefused("The refresh token expired.")
     if resource is not None and resource != row.audience:
         raise RefreshRefused("The refresh token was issued for another resource.")
-    grant = GrantRepository(session).by_id(row.grant_id)
     if grant is None or grant.revoked_at is not None or not tokens.agent_enabled(grant.agent_id):
         raise RefreshRefused("The connection behind this refresh token was revoked.")
-    scopes = row.scopes
+    scopes = within_grant(row.scopes, grant)
+    if not scopes:
+        raise RefreshRefused("The connection no longer allows any scope of this sign-in; authorize again.")
     if requested_scope:
         wanted = set(requested_scope.split())
-        if not wanted <= set(row.scopes.split()):
+        if not wanted <= set(scopes.split()):
             raise RefreshRefused("A refresh cannot widen the scope; authorize again.")
         scopes = scope_text(wanted)
     successors = _successors(policy, presented)

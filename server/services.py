@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 import anyio
 
@@ -129,7 +130,12 @@ def build_services(
         purchases=purchases,
         quotes=QuoteService(db=db, settings=settings, sellers=sellers, clock=clock),
         oauth=oauth_config(settings),
-        client_documents=ClientDocuments(db=db, http=document_http, clock=clock),
+        client_documents=ClientDocuments(
+            db=db,
+            http=document_http,
+            clock=clock,
+            failure_ttl=timedelta(seconds=settings.client_document_failure_ttl),
+        ),
         relying_party=RelyingParty(rp_id=settings.rp_id, origin=settings.pages_origin),
         csrf=Csrf(settings.master.derive("paywarden csrf")),
         diagnoses=DiagnosisService(db=db, settings=settings, sellers=sellers, chain=chain, clock=clock),

@@ -318,6 +318,20 @@ class RateLimitBucket(SQLModel, table=True):
     expires_at: datetime = _ts(index=True)
 
 
+class ClientDocumentFailure(SQLModel, table=True):
+    """A client ID metadata document that could not be fetched or used, remembered until
+    `retry_at` so that nobody can make Paywarden fetch a failing URL again and again. Keyed by the
+    SHA-256 of the URL; shared by every server process through the database."""
+
+    __tablename__ = "oauth_document_failures"
+
+    url_hash: str = Field(primary_key=True, max_length=64)
+    url: str = Field(max_length=500)
+    reason: str = Field(max_length=40)
+    failed_at: datetime = _ts()
+    retry_at: datetime = _ts(index=True)
+
+
 class PaymentIntent(SQLModel, table=True):
     """One purchase: what the seller asked, what the policy decided, what was signed and settled."""
 

@@ -1,6 +1,7 @@
 """The authorization server's HTTP endpoints: /oauth/register, /oauth/authorize (and its consent
 page), /oauth/token, /oauth/revoke and /oauth/introspect. They read the request, count it against
-its rate limit, and hand it to identity's services in a worker thread (authlib is synchronous)."""
+its rate limit (the authorization endpoint's per client address, before any metadata document is
+fetched), and hand it to identity's services in a worker thread (authlib is synchronous)."""
 
 from __future__ import annotations
 
@@ -200,7 +201,22 @@ async def consent_page(
     return visit.render("consent.html", context, status=status)
 
 
+async def _over_the_limit(visit: Visit) -> Response | None:
+    """Count this authorization request; the 429 page (with Retry-After) when it is one too many.
+    Counted before anything else, since an authorization may fetch a client's metadata document."""
+    try:
+        await count(visit.request, rate_limits.authorize(visit.services.settings.rate_limit_authorize))
+    except RateLimited as error:
+        response = visit.error_page(error)
+        response.headers["Retry-After"] = str(error.extra.get("retry_after", 60))
+        return response
+    return None
+
+
 async def authorize(visit: Visit) -> Response:
+    refused = await _over_the_limit(visit)
+    if refused is not None:
+        return refused
     query = visit.request.url.query
     if len(query) > MAX_QUERY:
         return visit.message("This application cannot connect", "The request is too long.", status=414)
@@ -217,6 +233,9 @@ async def authorize(visit: Visit) -> Response:
 
 
 async def decide(visit: Visit) -> Response:
+    refused = await _over_the_limit(visit)
+    if refused is not None:
+        return refused
     form = await visit.request.form()
     visit.check_csrf(form.get("csrf"))
     query = str(form.get("query") or "")

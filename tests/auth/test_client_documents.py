@@ -12,9 +12,11 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlmodel import select
 
 from server.kit.clock import FrozenClock
 from server.kit.db import Database
+from server.models import ClientDocumentFailure
 from server.sellers.client import SellerClient
 from tests.support.hostile_seller import Exchange, ScriptedServer
 from tests.support.oauth import (
@@ -184,6 +186,22 @@ def test_caching_headers_decide_when_the_document_is_fetched_again(
             "The document's redirect_uris are missing or not acceptable",
         ),
         (
+            {"redirect_uris": ["view-source:https://app.example/cb"]},
+            "The document's redirect_uris are missing or not acceptable",
+        ),
+        (
+            {"redirect_uris": ["jar:https://app.example/x.jar!/cb"]},
+            "The document's redirect_uris are missing or not acceptable",
+        ),
+        (
+            {"redirect_uris": ["x-javascript:alert(1)"]},
+            "The document's redirect_uris are missing or not acceptable",
+        ),
+        (
+            {"redirect_uris": ["myapp:/callback"]},
+            "The document's redirect_uris are missing or not acceptable",
+        ),
+        (
             {"token_endpoint_auth_method": "client_secret_basic"},
             "asks for a client authentication method other than none",
         ),
@@ -265,3 +283,52 @@ def test_a_client_id_url_that_is_not_a_document_url_is_refused(browser: SoftBrow
     page = browser.authorize(authorization_params(url, pkce()))
     assert page.status_code == 400
     assert "Its client ID must be an https URL with a path" in _text(page)
+
+
+def test_a_document_that_failed_is_not_fetched_again_for_a_while(
+    cimd_server: RunningServer,
+    browser: SoftBrowser,
+    host: DocumentHost,
+    clock: FrozenClock,
+    sqlite_db: Database,
+) -> None:
+    url = host.url("/gone.json")  # nothing published: the host answers 404
+    for _ in range(3):
+        page = browser.authorize(authorization_params(url, pkce()))
+        assert page.status_code == 400
+        assert "did not answer with the document (HTTP 200)" in _text(page)
+    assert len(host.asked("/gone.json")) == 1
+    # The failure is in the database, where every process finds it.
+    with sqlite_db.read() as session:
+        remembered = session.exec(select(ClientDocumentFailure)).all()
+    assert [(row.url, row.reason) for row in remembered] == [(url, "bad_status")]
+
+    host.publish("/gone.json", _document(url))
+    clock.advance(cimd_server.settings.client_document_failure_ttl - 1)
+    assert browser.authorize(authorization_params(url, pkce())).status_code == 400
+    assert len(host.asked("/gone.json")) == 1
+    clock.advance(2)
+    assert browser.authorize(authorization_params(url, pkce())).status_code == 200
+    assert len(host.asked("/gone.json")) == 2
+
+
+def test_authorization_requests_are_rate_limited_per_address(
+    sqlite_db: Database, clock: FrozenClock, authority: TestAuthority, host: DocumentHost
+) -> None:
+    fetcher = _fetcher(authority, answers={HOST: [["127.0.0.1"]]}, allow_private=True)
+    extra = {"PAYWARDEN_RATE_LIMIT_AUTHORIZE": "3"}
+    with (
+        serve(
+            sqlite_db.url, public_host="localhost", clock=clock, document_http=fetcher, extra=extra
+        ) as running,
+        SoftBrowser(running) as visitor,
+    ):
+        pages = [
+            visitor.authorize(authorization_params(host.url(f"/client-{index}.json"), pkce()))
+            for index in range(5)
+        ]
+    assert [page.status_code for page in pages] == [400, 400, 400, 429, 429]
+    assert "Too many requests came from here in a short time. Wait a minute and try again." in _text(pages[3])
+    assert 1 <= int(pages[3].headers["retry-after"]) <= 60
+    # The refused requests fetched nothing.
+    assert [request["path"] for request in host.requests] == [f"/client-{index}.json" for index in range(3)]
