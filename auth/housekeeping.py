@@ -13,6 +13,7 @@ from auth.repository import (
     CodeRepository,
     RateLimitRepository,
     SessionRepository,
+    StepUpRepository,
     TokenRepository,
 )
 from server.kit.clock import Clock
@@ -38,6 +39,7 @@ class IdentityHousekeeping:
                 CodeRepository(session).purge_expired(now - CODE_RETENTION)
                 + SessionRepository(session).purge_expired(now)
                 + ChallengeRepository(session).purge_expired(now)
+                + StepUpRepository(session).purge_expired(now)
                 + RateLimitRepository(session).purge_expired(now)
                 + TokenRepository(session).purge_expired(now - TOKEN_RETENTION)
                 + purge_unused(session, now=now)

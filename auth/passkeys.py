@@ -53,7 +53,12 @@ from auth.errors import (
     PasskeyNotRecognised,
 )
 from auth.principal import Principal
-from auth.repository import ChallengeRepository, MemberAccountRepository, PasskeyRepository
+from auth.repository import (
+    ChallengeRepository,
+    MemberAccountRepository,
+    PasskeyRepository,
+    SessionRepository,
+)
 from server.audit.service import record as audit
 from server.kit.ids import new_id
 from server.models import Member, MemberPasskey, WebAuthnChallenge
@@ -456,6 +461,8 @@ def remove_passkey(session: Session, principal: Principal, *, passkey_id: str, n
     if passkeys.count_of_member(row.member_id) <= 1:
         raise LastPasskey()
     passkeys.remove(row)
+    # Sessions signed in with it end now (resolve_session would refuse them anyway).
+    SessionRepository(session).revoke_of_passkey(row.id, now)
     audit(
         session,
         org_id=row.org_id,

@@ -29,6 +29,7 @@ from server.models.enums import (
     RuleScope,
     RuleSource,
     RuleWindow,
+    StepUpAction,
     SuspensionReason,
     TokenKind,
     WalletMode,
@@ -304,6 +305,28 @@ class WebAuthnChallenge(SQLModel, table=True):
     # (see server/approvals/confirmation.py), and is recomputed from both rows when answered.
     approval_id: str | None = Field(default=None, foreign_key="approvals.id", max_length=40)
     nonce: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
+
+
+class StepUp(SQLModel, table=True):
+    """A fresh, user-verified passkey assertion asked for before a change a session alone may not
+    make (adding a passkey). Bound to one member, one session and one action; answered once and
+    redeemed once, both before `expires_at`. The signed challenge is recomputed from this row."""
+
+    __tablename__ = "step_ups"
+
+    id: str = Field(primary_key=True, max_length=40)
+    org_id: str = Field(foreign_key="organizations.id", max_length=40)
+    member_id: str = Field(foreign_key="members.id", index=True, max_length=40)
+    session_id: str = Field(max_length=64)  # no foreign key: expired sessions are purged
+    action: StepUpAction = _enum(StepUpAction, 20)
+    nonce: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+    created_at: datetime = _ts()
+    expires_at: datetime = _ts(index=True)
+    # Claimed before its answer is checked (so it is answered once, even when the answer fails);
+    # `passkey_id` is set only once the answer verified, and redemption needs it.
+    answered_at: datetime | None = _ts(nullable=True)
+    passkey_id: str | None = Field(default=None, max_length=40)
+    redeemed_at: datetime | None = _ts(nullable=True)
 
 
 class RateLimitBucket(SQLModel, table=True):

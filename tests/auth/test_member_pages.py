@@ -168,10 +168,7 @@ def test_a_member_adds_renames_and_removes_passkeys_but_never_the_last(
 
     first_device = browser.authenticator
     second_device = SoftAuthenticator(server.settings.pages_origin)
-    browser.authenticator = second_device
-    added = browser.ceremony(
-        "/account/passkeys", "/account/passkeys/options", "/account/passkeys/verify", name="Phone"
-    )
+    added = browser.add_passkey(second_device, name="Phone")
     assert added.json() == {"redirect": "/account/passkeys?done=added"}
     page = browser.get("/account/passkeys?done=added")
     assert "Your new passkey is ready." in page.text

@@ -16,7 +16,14 @@ async def login_page(visit: Visit) -> Response:
     target = after_sign_in(visit.request.query_params.get("next"), origin=visit.services.settings.pages_url)
     if visit.signed_in is not None:
         return visit.redirect(target, status=302)
-    notice = "You are signed out." if visit.request.query_params.get("signed_out") else None
+    signed_out = visit.request.query_params.get("signed_out")
+    notice = (
+        "You are signed out on every device."
+        if signed_out == "everywhere"
+        else "You are signed out."
+        if signed_out
+        else None
+    )
     return visit.render("login.html", {"title": "Sign in", "next": target, "notice": notice})
 
 
