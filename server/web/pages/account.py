@@ -184,6 +184,10 @@ async def remove(visit: Visit) -> Response:
         await services.db.run(delete)
     except LastPasskey as error:
         return await passkeys_page(visit, error=error.describe(), status=409)
+    if passkey_id == visit.member.passkey_id:
+        # This session was signed in with it, so it has just ended too.
+        visit.cookies_to_clear.append(SESSION_COOKIE)
+        return visit.redirect("/login?signed_out=passkey_removed")
     return visit.redirect(f"{PATH}?done=removed")
 
 
