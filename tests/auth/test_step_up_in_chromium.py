@@ -73,7 +73,9 @@ async def test_a_copied_session_cookie_can_neither_add_a_passkey_nor_approve(
         await enrol_member(
             page, pages_url=pages_url, db=sqlite_db, org_id=agent.org_id, clock=paywarden.clock, role="owner"
         )
-        held = reserve_now(sqlite_db, agent.agent_id, facts("stolen-1", amount=50 * CENT), paywarden.clock.now())
+        held = reserve_now(
+            sqlite_db, agent.agent_id, facts("stolen-1", amount=50 * CENT), paywarden.clock.now()
+        )
         assert held.approval is not None
         approval_id = held.approval.id
         stolen = [cookie for cookie in await browser_context.cookies() if cookie["name"] == "pw_session"]
