@@ -275,7 +275,12 @@ def register_passkey(
         type="passkey.added",
         actor=f"member:{member.id}",
         subject_id=row.id,
-        data={"passkeyId": row.id, "name": label, "enrolment": purpose is ChallengePurpose.ENROLL},
+        data={
+            "passkeyId": row.id,
+            "memberId": member.id,
+            "name": label,
+            "enrolment": purpose is ChallengePurpose.ENROLL,
+        },
         now=now,
     )
     return row
@@ -469,7 +474,7 @@ def remove_passkey(session: Session, principal: Principal, *, passkey_id: str, n
         type="passkey.removed",
         actor=principal.actor,
         subject_id=row.id,
-        data={"passkeyId": row.id, "name": row.name},
+        data={"passkeyId": row.id, "memberId": row.member_id, "name": row.name},
         now=now,
     )
 

@@ -1,5 +1,6 @@
 """Step-ups: a fresh passkey assertion, bound to a member, their session and one action (adding a
-passkey), answered once and redeemed once within two minutes.
+passkey), answered once and redeemed once within two minutes. And the Slack outbox announces a
+passkey added or removed (an audit event) as well as a pending approval.
 
 Revision ID: 20261202_0012
 Revises: 20261201_0011
@@ -40,9 +41,29 @@ def upgrade() -> None:
     with op.batch_alter_table("step_ups", schema=None) as batch_op:
         batch_op.create_index(batch_op.f("ix_step_ups_expires_at"), ["expires_at"], unique=False)
         batch_op.create_index(batch_op.f("ix_step_ups_member_id"), ["member_id"], unique=False)
+    with op.batch_alter_table("approval_notifications", schema=None) as batch_op:
+        batch_op.alter_column("approval_id", existing_type=sa.String(length=40), nullable=True)
+        batch_op.add_column(sa.Column("audit_event_id", sa.String(length=40), nullable=True))
+        batch_op.create_foreign_key(
+            batch_op.f("fk_approval_notifications_audit_event_id_audit_events"),
+            "audit_events",
+            ["audit_event_id"],
+            ["id"],
+        )
+        batch_op.create_unique_constraint(
+            batch_op.f("uq_approval_notifications_audit_event_id"), ["audit_event_id"]
+        )
 
 
 def downgrade() -> None:
+    op.execute("DELETE FROM approval_notifications WHERE approval_id IS NULL")
+    with op.batch_alter_table("approval_notifications", schema=None) as batch_op:
+        batch_op.drop_constraint(batch_op.f("uq_approval_notifications_audit_event_id"), type_="unique")
+        batch_op.drop_constraint(
+            batch_op.f("fk_approval_notifications_audit_event_id_audit_events"), type_="foreignkey"
+        )
+        batch_op.drop_column("audit_event_id")
+        batch_op.alter_column("approval_id", existing_type=sa.String(length=40), nullable=False)
     with op.batch_alter_table("step_ups", schema=None) as batch_op:
         batch_op.drop_index(batch_op.f("ix_step_ups_member_id"))
         batch_op.drop_index(batch_op.f("ix_step_ups_expires_at"))

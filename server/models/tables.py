@@ -434,15 +434,20 @@ class Approval(SQLModel, table=True):
 
 
 class ApprovalNotification(SQLModel, table=True):
-    """The outbox of announcements of pending approvals (a Slack message): one row per approval,
-    claimed by one process, sent at most once."""
+    """The outbox of announcements (a Slack message) of pending approvals and of passkeys added or
+    removed: one row per approval or audit event, claimed by one process, sent at most once."""
 
     __tablename__ = "approval_notifications"
     __table_args__ = (Index("ix_approval_notifications_org_status", "org_id", "status"),)
 
     id: str = Field(primary_key=True, max_length=40)
     org_id: str = Field(foreign_key="organizations.id", max_length=40)
-    approval_id: str = Field(foreign_key="approvals.id", max_length=40, unique=True)
+    # What it announces: a pending approval, or an account change (a passkey added or removed,
+    # as its audit event).
+    approval_id: str | None = Field(default=None, foreign_key="approvals.id", max_length=40, unique=True)
+    audit_event_id: str | None = Field(
+        default=None, foreign_key="audit_events.id", max_length=40, unique=True
+    )
     status: NotificationStatus = _enum(NotificationStatus, 12)
     created_at: datetime = _ts()
     claimed_by: str | None = Field(default=None, max_length=120)

@@ -1,7 +1,7 @@
 """A session is not a passkey: adding a passkey needs a fresh step-up by one of the member's own
 passkeys (bound to the member and the session, answered once, redeemed once, two minutes), and a
 session ends with the passkey it was signed in with, with the membership, or everywhere at once.
-On SQLite and PostgreSQL."""
+Every passkey added or removed is an audit event and a Slack message. On SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -9,14 +9,16 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from sqlmodel import select
+from sqlmodel import col, select
 
+from server.approvals.notifications import ApprovalNotifier
 from server.kit.clock import FrozenClock
 from server.kit.db import Database
 from server.models import AuditEvent, Member, MemberPasskey
 from tests.support.oauth import Person, SoftBrowser, csrf_of, enrolled_person
 from tests.support.paywarden import RunningServer, serve
 from tests.support.soft_authenticator import SoftAuthenticator
+from tests.support.webhook_receiver import WebhookReceiver
 
 
 @pytest.fixture
@@ -185,3 +187,47 @@ def test_sign_out_everywhere_ends_every_session_of_the_member(
         assert member.browser.get("/admin").status_code == 302
     assert other.browser.get("/admin").status_code == 200  # another member is not signed out
     other.browser.close()
+
+
+@pytest.mark.anyio
+async def test_every_passkey_added_or_removed_is_audited_and_told_to_slack(
+    server_on: RunningServer, member: Person, db: Database, clock: FrozenClock
+) -> None:
+    phone = SoftAuthenticator(server_on.settings.pages_origin)
+    member.browser.add_passkey(phone, name="Phone <https://evil.example|click>")
+    with db.read() as session:
+        phone_key = session.exec(
+            select(MemberPasskey).where(col(MemberPasskey.name).startswith("Phone"))
+        ).one()
+        owner = session.get(Member, member.member_id)
+        assert owner is not None
+        email = owner.email
+    page = member.browser.get("/account/passkeys")
+    member.browser.http.post(f"/account/passkeys/{phone_key.id}/remove", data={"csrf": csrf_of(page.text)})
+    with db.read() as session:
+        events = session.exec(
+            select(AuditEvent)
+            .where(col(AuditEvent.type).startswith("passkey."))
+            .order_by(col(AuditEvent.seq))
+        ).all()
+    assert [(event.type, event.data["memberId"]) for event in events] == [
+        ("passkey.added", member.member_id),
+        ("passkey.added", member.member_id),
+        ("passkey.removed", member.member_id),
+    ]
+
+    with WebhookReceiver() as receiver:
+        notifier = ApprovalNotifier(
+            db=db, clock=clock, webhook_url=receiver.url, public_url="https://paywarden.example.com"
+        )
+        assert await notifier.run_once() == 3
+        assert await notifier.run_once() == 0  # each change is told once
+        texts = receiver.texts
+    assert texts[0].startswith(f"A passkey was added for {email}: ")
+    assert "(with an enrolment link)" in texts[0]
+    assert texts[1].startswith(
+        f"A passkey was added for {email}: Phone &lt;https://evil.example|click&gt; "
+        "(after a check with an existing passkey)."
+    )
+    assert texts[2].startswith(f"A passkey was removed from {email}: Phone &lt;")
+    assert all(message["mrkdwn"] is False for message in receiver.messages)
