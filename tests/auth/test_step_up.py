@@ -34,10 +34,12 @@ def member(server_on: RunningServer, db: Database) -> Iterator[Person]:
     person.browser.close()
 
 
-def _copy_of(server: RunningServer, browser: SoftBrowser) -> SoftBrowser:
-    """Another browser, with its own authenticator, holding a copy of `browser`'s session cookie."""
-    thief = SoftBrowser(server)
-    thief.http.cookies.set("pw_session", str(browser.http.cookies.get("pw_session")))
+def _copy_of(server: RunningServer, db: Database, victim: Person) -> Person:
+    """Another member of the victim's organisation, in their own browser with their own registered
+    passkey, who has put a copy of the victim's session cookie in that browser."""
+    thief = enrolled_person(server, db, org_id=victim.agent.org_id)
+    thief.browser.http.cookies.delete("pw_session")
+    thief.browser.http.cookies.set("pw_session", str(victim.browser.http.cookies.get("pw_session")))
     return thief
 
 
@@ -57,33 +59,30 @@ def test_a_session_alone_cannot_start_adding_a_passkey(server_on: RunningServer,
 def test_a_copied_cookie_cannot_add_the_copiers_passkey(
     server_on: RunningServer, member: Person, db: Database
 ) -> None:
-    with _copy_of(server_on, member.browser) as thief:
-        page = thief.get("/account/passkeys")
-        assert page.status_code == 200  # the cookie alone opens the page...
-        csrf = csrf_of(page.text)
-        assert _options(thief, csrf).json()["error"] == "step_up_required"
-        # ...but the step-up asks for the member's own passkeys, which the thief's device lacks.
-        started = thief.http.post("/account/passkeys/step-up/options", json={"csrf": csrf}).json()
-        allowed = [item["id"] for item in started["publicKey"]["allowCredentials"]]
-        assert allowed == [member.browser.authenticator.credentials[0].id]
-        thief.authenticator.register(
-            {
-                "rp": {"id": "localhost", "name": "x"},
-                "user": {"id": "dGhpZWY", "name": "thief"},
-                "challenge": "AAAA",
-                "pubKeyCredParams": [{"type": "public-key", "alg": -7}],
-            }
-        )
-        forged = thief.authenticator.authenticate({**started["publicKey"], "allowCredentials": []})
-        answer = thief.http.post(
-            "/account/passkeys/step-up/verify",
-            json={"csrf": csrf, "challengeId": started["challengeId"], "credential": forged},
-        )
-        assert answer.status_code == 400
-        assert answer.json()["error"] == "passkey_check_failed"
-        assert _options(thief, csrf, stepUpId=started["challengeId"]).json()["error"] == "step_up_required"
+    copier = _copy_of(server_on, db, member)
+    thief = copier.browser
+    page = thief.get("/account/passkeys")
+    assert page.status_code == 200  # the cookie alone opens the victim's page...
+    assert member.browser.http.cookies.get("pw_session") == thief.http.cookies.get("pw_session")
+    csrf = csrf_of(page.text)
+    assert _options(thief, csrf).json()["error"] == "step_up_required"
+    # ...but the step-up asks for the victim's own passkeys, and the copier's passkey (a real
+    # one, registered to the copier) does not count.
+    started = thief.http.post("/account/passkeys/step-up/options", json={"csrf": csrf}).json()
+    allowed = [item["id"] for item in started["publicKey"]["allowCredentials"]]
+    assert allowed == [member.browser.authenticator.credentials[0].id]
+    forged = thief.authenticator.authenticate({**started["publicKey"], "allowCredentials": []})
+    answer = thief.http.post(
+        "/account/passkeys/step-up/verify",
+        json={"csrf": csrf, "challengeId": started["challengeId"], "credential": forged},
+    )
+    assert answer.status_code == 400
+    assert answer.json()["error"] == "passkey_check_failed"
+    assert _options(thief, csrf, stepUpId=started["challengeId"]).json()["error"] == "step_up_required"
     with db.read() as session:
-        assert len(session.exec(select(MemberPasskey)).all()) == 1
+        owners = [row.member_id for row in session.exec(select(MemberPasskey)).all()]
+    assert sorted(owners) == sorted([member.member_id, copier.member_id])
+    thief.close()
 
 
 def test_the_owner_steps_up_and_adds_a_passkey(
