@@ -68,6 +68,14 @@ class LastPasskey(PaywardenError):
     message = "This is your only passkey, so it cannot be removed. Add another passkey first."
 
 
+class StepUpRequired(PaywardenError):
+    code = "step_up_required"
+    message = (
+        "Adding a passkey needs a fresh check with one of your passkeys, and that check was "
+        "missing, already used or too old. Start again from your passkeys page."
+    )
+
+
 class InvalidPasskeyName(PaywardenError):
     code = "invalid_passkey_name"
     message = "Give the passkey a name of 1 to 60 characters."

@@ -14,6 +14,7 @@ from auth.repository import (
     DocumentFailureRepository,
     RateLimitRepository,
     SessionRepository,
+    StepUpRepository,
     TokenRepository,
 )
 from server.kit.clock import Clock
@@ -39,6 +40,7 @@ class IdentityHousekeeping:
                 CodeRepository(session).purge_expired(now - CODE_RETENTION)
                 + SessionRepository(session).purge_expired(now)
                 + ChallengeRepository(session).purge_expired(now)
+                + StepUpRepository(session).purge_expired(now)
                 + RateLimitRepository(session).purge_expired(now)
                 + DocumentFailureRepository(session).purge_expired(now)
                 + TokenRepository(session).purge_expired(now - TOKEN_RETENTION)

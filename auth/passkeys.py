@@ -53,7 +53,12 @@ from auth.errors import (
     PasskeyNotRecognised,
 )
 from auth.principal import Principal
-from auth.repository import ChallengeRepository, MemberAccountRepository, PasskeyRepository
+from auth.repository import (
+    ChallengeRepository,
+    MemberAccountRepository,
+    PasskeyRepository,
+    SessionRepository,
+)
 from server.audit.service import record as audit
 from server.kit.ids import new_id
 from server.models import Member, MemberPasskey, WebAuthnChallenge
@@ -270,7 +275,12 @@ def register_passkey(
         type="passkey.added",
         actor=f"member:{member.id}",
         subject_id=row.id,
-        data={"passkeyId": row.id, "name": label, "enrolment": purpose is ChallengePurpose.ENROLL},
+        data={
+            "passkeyId": row.id,
+            "memberId": member.id,
+            "name": label,
+            "enrolment": purpose is ChallengePurpose.ENROLL,
+        },
         now=now,
     )
     return row
@@ -456,13 +466,15 @@ def remove_passkey(session: Session, principal: Principal, *, passkey_id: str, n
     if passkeys.count_of_member(row.member_id) <= 1:
         raise LastPasskey()
     passkeys.remove(row)
+    # Sessions signed in with it end now (resolve_session would refuse them anyway).
+    SessionRepository(session).revoke_of_passkey(row.id, now)
     audit(
         session,
         org_id=row.org_id,
         type="passkey.removed",
         actor=principal.actor,
         subject_id=row.id,
-        data={"passkeyId": row.id, "name": row.name},
+        data={"passkeyId": row.id, "memberId": row.member_id, "name": row.name},
         now=now,
     )
 

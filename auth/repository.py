@@ -31,10 +31,11 @@ from server.models import (
     OAuthClient,
     OAuthGrant,
     RateLimitBucket,
+    StepUp,
     WebAuthnChallenge,
     WebSession,
 )
-from server.models.enums import ChallengePurpose, ClientKind, Role, TokenKind
+from server.models.enums import ChallengePurpose, ClientKind, Role, StepUpAction, TokenKind
 
 
 def _changed(result: Any) -> int:
@@ -344,8 +345,68 @@ class SessionRepository(Repository[WebSession]):
             .values(revoked_at=now)
         )
 
+    def revoke_of_member(self, member_id: str, now: datetime) -> int:
+        """End every live session of a member ("sign out everywhere")."""
+        return _changed(
+            self.session.execute(
+                update(WebSession)
+                .where(col(WebSession.member_id) == member_id, col(WebSession.revoked_at).is_(None))
+                .values(revoked_at=now)
+            )
+        )
+
+    def revoke_of_passkey(self, passkey_id: str, now: datetime) -> int:
+        """End every live session that was signed in with a passkey."""
+        return _changed(
+            self.session.execute(
+                update(WebSession)
+                .where(col(WebSession.passkey_id) == passkey_id, col(WebSession.revoked_at).is_(None))
+                .values(revoked_at=now)
+            )
+        )
+
     def purge_expired(self, before: datetime) -> int:
         return _changed(self.session.execute(delete(WebSession).where(col(WebSession.expires_at) < before)))
+
+
+class StepUpRepository(Repository[StepUp]):
+    model = StepUp
+
+    def claim_answer(
+        self, step_up_id: str, *, member_id: str, session_id: str, now: datetime
+    ) -> StepUp | None:
+        """Take this session's live, unanswered step-up for checking its answer, once."""
+        claimed = _changed(
+            self.session.execute(
+                update(StepUp)
+                .where(col(StepUp.id) == step_up_id)
+                .where(col(StepUp.member_id) == member_id, col(StepUp.session_id) == session_id)
+                .where(col(StepUp.answered_at).is_(None), col(StepUp.expires_at) > now)
+                .values(answered_at=now)
+            )
+        )
+        return self.session.get(StepUp, step_up_id) if claimed == 1 else None
+
+    def redeem(
+        self, step_up_id: str, *, member_id: str, session_id: str, action: StepUpAction, now: datetime
+    ) -> bool:
+        """Use a verified, live step-up of this session for `action`, once."""
+        return (
+            _changed(
+                self.session.execute(
+                    update(StepUp)
+                    .where(col(StepUp.id) == step_up_id, col(StepUp.action) == action)
+                    .where(col(StepUp.member_id) == member_id, col(StepUp.session_id) == session_id)
+                    .where(col(StepUp.passkey_id).is_not(None), col(StepUp.redeemed_at).is_(None))
+                    .where(col(StepUp.expires_at) > now)
+                    .values(redeemed_at=now)
+                )
+            )
+            == 1
+        )
+
+    def purge_expired(self, before: datetime) -> int:
+        return _changed(self.session.execute(delete(StepUp).where(col(StepUp.expires_at) < before)))
 
 
 class ChallengeRepository(Repository[WebAuthnChallenge]):

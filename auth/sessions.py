@@ -21,7 +21,8 @@ from sqlmodel import Session
 
 from auth.errors import CsrfFailed
 from auth.principal import Principal
-from auth.repository import MemberAccountRepository, SessionRepository
+from auth.repository import MemberAccountRepository, PasskeyRepository, SessionRepository
+from server.audit.service import record as audit
 from server.models import Member, WebSession
 
 SESSION_COOKIE = "pw_session"
@@ -69,7 +70,9 @@ def start_session(
 
 
 def resolve_session(session: Session, secret: str | None, *, now: datetime) -> SignedIn | None:
-    """The live session this cookie secret opens, or None."""
+    """The live session this cookie secret opens, or None. A session lasts only as long as the
+    passkey it was signed in with and the member's membership: removing that passkey, or
+    disabling the member, ends it at once."""
     if not secret or len(secret) > 100:
         return None
     row = SessionRepository(session).by_id(_hash(secret))
@@ -78,12 +81,37 @@ def resolve_session(session: Session, secret: str | None, *, now: datetime) -> S
     member = MemberAccountRepository(session).by_id(row.member_id)
     if member is None or member.disabled_at is not None:
         return None
-    return SignedIn(session_id=row.id, member=member, passkey_id=row.passkey_id)
+    signed_in = SignedIn(session_id=row.id, member=member, passkey_id=row.passkey_id)
+    passkey = (
+        PasskeyRepository(session).get_readable(signed_in.principal, row.passkey_id)
+        if row.passkey_id
+        else None
+    )
+    if passkey is None or passkey.member_id != member.id:
+        return None
+    return signed_in
 
 
 def end_session(session: Session, secret: str | None, *, now: datetime) -> None:
     if secret and len(secret) <= 100:
         SessionRepository(session).revoke(_hash(secret), now)
+
+
+def end_all_sessions(session: Session, principal: Principal, *, now: datetime) -> int:
+    """Sign the member out everywhere: every live session of theirs ends, this one included."""
+    assert principal.member_id is not None
+    assert principal.org_id is not None
+    ended = SessionRepository(session).revoke_of_member(principal.member_id, now)
+    audit(
+        session,
+        org_id=principal.org_id,
+        type="member.signed_out_everywhere",
+        actor=principal.actor,
+        subject_id=principal.member_id,
+        data={"sessionsEnded": ended},
+        now=now,
+    )
+    return ended
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Announcing pending approvals in Slack (an incoming webhook), from a background job.
+"""Announcing pending approvals, and passkeys added to or removed from a member, in Slack (an
+incoming webhook), from a background job.
 
 Nothing here runs inside a payment: a hold writes its approval and nothing else, and this job
 finds pending approvals that have no outbox row yet, writes one (unique per approval), and sends.
@@ -16,6 +17,9 @@ So a slow or failing webhook can never block or fail `fetch_paid`.
   unfurling; every value that comes from an agent or a seller has `&`, `<` and `>` escaped as
   Slack asks and control characters flattened, so nothing can be formatted or made into a link
   with other words. There is no approve button: deciding happens on the approval page.
+- **Account changes.** A passkey added or removed is an audit event; the job gives each such
+  event an outbox row of its own and announces it like an approval, at most once and under the
+  same limit, ahead of approvals (a passkey someone did not expect is the more urgent news).
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from server.kit.clock import Clock
 from server.kit.db import Database
 from server.kit.ids import new_id
 from server.kit.money import format_usd
-from server.models import Approval, ApprovalNotification
+from server.models import Approval, ApprovalNotification, AuditEvent
 from server.models.enums import ApprovalStatus, HoldReason, NotificationStatus
 from server.settings import BASE_SEPOLIA, SUPPORTED_NETWORKS
 
@@ -79,6 +83,26 @@ def approval_message(approval: Approval, *, agent_name: str, public_url: str) ->
         f"Why: {slack_escape(reason)} ({approval.reason}).\n"
         f"Expires: {approval.expires_at:%Y-%m-%d %H:%M} UTC.\n"
         f"Decide on the approval page: {approval_url(public_url, approval.id)}"
+    )
+
+
+# The audit events an organisation hears of: a passkey that can sign in or approve came or went.
+ACCOUNT_CHANGES = ("passkey.added", "passkey.removed")
+
+
+def account_change_message(event: AuditEvent, *, member_email: str | None, public_url: str) -> str:
+    data = event.data if isinstance(event.data, dict) else {}
+    who = slack_escape(member_email or "a member")
+    name = slack_escape(str(data.get("name", "")))
+    if event.type == "passkey.added":
+        how = "with an enrolment link" if data.get("enrolment") else "after a check with an existing passkey"
+        what = f"A passkey was added for {who}: {name} ({how})."
+    else:
+        what = f"A passkey was removed from {who}: {name}."
+    return (
+        f"{what}\n"
+        f"When: {event.created_at:%Y-%m-%d %H:%M} UTC.\n"
+        f"If nobody expected this, disable the member and check their passkeys: {public_url}/account/passkeys"
     )
 
 
@@ -133,6 +157,18 @@ class ApprovalNotifier:
         with self._db.write() as session:
             outbox = NotificationRepository(session)
             outbox.abandon_stale(claimed_before=now - STALE_CLAIM, now=now)
+            for event in outbox.unannounced_account_changes(
+                types=ACCOUNT_CHANGES, since=now - LOOKBACK, limit=BATCH
+            ):
+                outbox.add_unique(
+                    ApprovalNotification(
+                        id=new_id("notification"),
+                        org_id=event.org_id,
+                        audit_event_id=event.id,
+                        status=NotificationStatus.PENDING,
+                        created_at=now,
+                    )
+                )
             for approval in outbox.unannounced(since=now - LOOKBACK, now=now, limit=BATCH):
                 outbox.add_unique(
                     ApprovalNotification(
@@ -155,9 +191,21 @@ class ApprovalNotifier:
                     outbox.close(row.id, status=NotificationStatus.SKIPPED, error=None, now=now)
                     continue
                 by_org[row.org_id].append((row, approval, agent_name))
-            for org_id, rows in by_org.items():
+            changes: dict[str, list[Outgoing]] = defaultdict(list)
+            for row, event in outbox.waiting_account_changes(limit=BATCH):
+                text = account_change_message(
+                    event,
+                    member_email=outbox.member_email(event.data.get("memberId")),
+                    public_url=self._public_url,
+                )
+                changes[row.org_id].append(Outgoing(text, (row.id,), False))
+            for org_id in {*changes, *by_org}:
                 room = self._limit - outbox.messages_since(org_id=org_id, since=now - self._window)
-                outgoing += self._fill(outbox, rows, room=room, now=now)
+                for message in changes.get(org_id, [])[: max(room, 0)]:
+                    if outbox.claim(message.row_ids[0], holder=self._holder, announced=1, now=now):
+                        outgoing.append(message)
+                        room -= 1
+                outgoing += self._fill(outbox, by_org.get(org_id, []), room=room, now=now)
         return outgoing
 
     def _fill(

@@ -10,7 +10,7 @@ from sqlalchemy import CursorResult, func, update
 from sqlmodel import col, select
 
 from server.kit.repository import Reader, TenantRepository
-from server.models import Agent, Approval, ApprovalNotification, Organization
+from server.models import Agent, Approval, ApprovalNotification, AuditEvent, Member, Organization
 from server.models.enums import ApprovalStatus, NotificationStatus
 
 
@@ -109,6 +109,36 @@ class NotificationRepository(TenantRepository[ApprovalNotification]):
             .limit(limit)
         )
         return [(row, approval, str(name)) for row, approval, name in self.session.exec(statement).all()]
+
+    def unannounced_account_changes(
+        self, *, types: Sequence[str], since: datetime, limit: int
+    ) -> Sequence[AuditEvent]:
+        """Audit events of these types (passkeys added or removed) since `since` that have no
+        outbox row yet, oldest first."""
+        statement = (
+            select(AuditEvent)
+            .outerjoin(ApprovalNotification, col(ApprovalNotification.audit_event_id) == col(AuditEvent.id))
+            .where(col(ApprovalNotification.id).is_(None))
+            .where(col(AuditEvent.type).in_(list(types)), col(AuditEvent.created_at) >= since)
+            .order_by(col(AuditEvent.created_at))
+            .limit(limit)
+        )
+        return self.session.exec(statement).all()
+
+    def waiting_account_changes(self, *, limit: int) -> Sequence[tuple[ApprovalNotification, AuditEvent]]:
+        """Rows of account changes not yet claimed, with their audit event, oldest first."""
+        statement = (
+            select(ApprovalNotification, AuditEvent)
+            .join(AuditEvent, col(AuditEvent.id) == col(ApprovalNotification.audit_event_id))
+            .where(ApprovalNotification.status == NotificationStatus.PENDING)
+            .order_by(col(ApprovalNotification.created_at))
+            .limit(limit)
+        )
+        return [(row, event) for row, event in self.session.exec(statement).all()]
+
+    def member_email(self, member_id: object) -> str | None:
+        member = self.session.get(Member, member_id) if isinstance(member_id, str) else None
+        return member.email if member is not None else None
 
     def messages_since(self, *, org_id: str, since: datetime) -> int:
         """Messages sent (or attempted) for the organisation since `since`: a summary counts once."""

@@ -24,6 +24,7 @@ PREFIXES = {
     "family": "fam",
     "passkey": "pkey",
     "challenge": "wch",
+    "step_up": "stp",
 }
 
 

@@ -153,6 +153,12 @@ class ChallengePurpose(StrEnum):
     DENY_PAYMENT = "deny_payment"
 
 
+class StepUpAction(StrEnum):
+    """What a step-up (a fresh passkey assertion on top of a session) allows, once."""
+
+    ADD_PASSKEY = "add_passkey"
+
+
 class PayToMode(StrEnum):
     PINNED = "pinned"  # the catalog knows the seller's receiving addresses
     ROTATING = "rotating"  # the seller uses a new address each time

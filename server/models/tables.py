@@ -29,6 +29,7 @@ from server.models.enums import (
     RuleScope,
     RuleSource,
     RuleWindow,
+    StepUpAction,
     SuspensionReason,
     TokenKind,
     WalletMode,
@@ -306,6 +307,28 @@ class WebAuthnChallenge(SQLModel, table=True):
     nonce: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
 
 
+class StepUp(SQLModel, table=True):
+    """A fresh, user-verified passkey assertion asked for before a change a session alone may not
+    make (adding a passkey). Bound to one member, one session and one action; answered once and
+    redeemed once, both before `expires_at`. The signed challenge is recomputed from this row."""
+
+    __tablename__ = "step_ups"
+
+    id: str = Field(primary_key=True, max_length=40)
+    org_id: str = Field(foreign_key="organizations.id", max_length=40)
+    member_id: str = Field(foreign_key="members.id", index=True, max_length=40)
+    session_id: str = Field(max_length=64)  # no foreign key: expired sessions are purged
+    action: StepUpAction = _enum(StepUpAction, 20)
+    nonce: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+    created_at: datetime = _ts()
+    expires_at: datetime = _ts(index=True)
+    # Claimed before its answer is checked (so it is answered once, even when the answer fails);
+    # `passkey_id` is set only once the answer verified, and redemption needs it.
+    answered_at: datetime | None = _ts(nullable=True)
+    passkey_id: str | None = Field(default=None, max_length=40)
+    redeemed_at: datetime | None = _ts(nullable=True)
+
+
 class RateLimitBucket(SQLModel, table=True):
     """A fixed-window counter of requests for one key (an endpoint and who calls it), shared by
     every server process through the database."""
@@ -425,15 +448,20 @@ class Approval(SQLModel, table=True):
 
 
 class ApprovalNotification(SQLModel, table=True):
-    """The outbox of announcements of pending approvals (a Slack message): one row per approval,
-    claimed by one process, sent at most once."""
+    """The outbox of announcements (a Slack message) of pending approvals and of passkeys added or
+    removed: one row per approval or audit event, claimed by one process, sent at most once."""
 
     __tablename__ = "approval_notifications"
     __table_args__ = (Index("ix_approval_notifications_org_status", "org_id", "status"),)
 
     id: str = Field(primary_key=True, max_length=40)
     org_id: str = Field(foreign_key="organizations.id", max_length=40)
-    approval_id: str = Field(foreign_key="approvals.id", max_length=40, unique=True)
+    # What it announces: a pending approval, or an account change (a passkey added or removed,
+    # as its audit event).
+    approval_id: str | None = Field(default=None, foreign_key="approvals.id", max_length=40, unique=True)
+    audit_event_id: str | None = Field(
+        default=None, foreign_key="audit_events.id", max_length=40, unique=True
+    )
     status: NotificationStatus = _enum(NotificationStatus, 12)
     created_at: datetime = _ts()
     claimed_by: str | None = Field(default=None, max_length=120)

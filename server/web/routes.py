@@ -32,6 +32,21 @@ def routes(settings: Settings) -> list[BaseRoute]:
         Route("/enroll/{token}/verify", endpoint=page(enroll.enroll_verify, json=True), methods=["POST"]),
         Route(account.PATH, endpoint=page(account.show, signed_in=True), methods=["GET"]),
         Route(
+            f"{account.PATH}/step-up/options",
+            endpoint=page(account.step_up_options, signed_in=True, json=True),
+            methods=["POST"],
+        ),
+        Route(
+            f"{account.PATH}/step-up/verify",
+            endpoint=page(account.step_up_verify, signed_in=True, json=True),
+            methods=["POST"],
+        ),
+        Route(
+            "/account/sign-out-everywhere",
+            endpoint=page(account.sign_out_everywhere, signed_in=True),
+            methods=["POST"],
+        ),
+        Route(
             f"{account.PATH}/options",
             endpoint=page(account.add_options, signed_in=True, json=True),
             methods=["POST"],

@@ -62,7 +62,8 @@ def _hold(db: Database, setup: AgentSetup, clock: FrozenClock, key: str, **kw: o
 
 def _outbox(db: Database) -> dict[str, str]:
     with db.read() as session:
-        return {row.approval_id: str(row.status) for row in session.exec(select(ApprovalNotification))}
+        rows = session.exec(select(ApprovalNotification))
+        return {row.approval_id: str(row.status) for row in rows if row.approval_id is not None}
 
 
 async def test_one_plain_text_message_per_approval(

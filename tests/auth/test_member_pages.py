@@ -168,10 +168,7 @@ def test_a_member_adds_renames_and_removes_passkeys_but_never_the_last(
 
     first_device = browser.authenticator
     second_device = SoftAuthenticator(server.settings.pages_origin)
-    browser.authenticator = second_device
-    added = browser.ceremony(
-        "/account/passkeys", "/account/passkeys/options", "/account/passkeys/verify", name="Phone"
-    )
+    added = browser.add_passkey(second_device, name="Phone")
     assert added.json() == {"redirect": "/account/passkeys?done=added"}
     page = browser.get("/account/passkeys?done=added")
     assert "Your new passkey is ready." in page.text
@@ -189,7 +186,12 @@ def test_a_member_adds_renames_and_removes_passkeys_but_never_the_last(
     assert no_csrf.status_code == 403
 
     removed = browser.http.post(f"/account/passkeys/{only}/remove", data={"csrf": csrf_of(page.text)})
-    assert removed.headers["location"] == "/account/passkeys?done=removed"
+    # This browser signed in (enrolled) with the removed passkey, so its session ended with it.
+    assert removed.headers["location"] == "/login?signed_out=passkey_removed"
+    assert "The passkey was removed. You had signed in with it here" in _text(
+        browser.get("/login?signed_out=passkey_removed")
+    )
+    assert browser.get("/account/passkeys").status_code == 302
     # The removed passkey no longer signs in; the new one does.
     browser.http.cookies.clear()
     browser.authenticator = first_device

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from playwright.async_api import BrowserContext, CDPSession, Page, ViewportSize, async_playwright
+from playwright.async_api import BrowserContext, CDPSession, Page, Route, ViewportSize, async_playwright
 
 from tests.support.plugin import output_dir, record_test_output
 
@@ -151,3 +151,17 @@ class Screenshots:
         await page.screenshot(path=path, full_page=True)
         record_test_output(path)
         return path
+
+
+async def switch_device_after_step_up(page: Page, authenticator: VirtualAuthenticator) -> None:
+    """Imitate a person who confirms a step-up with the passkey they have, then creates the new
+    passkey on another device: once the page's step-up answer has verified, `authenticator`
+    forgets its passkeys (one authenticator may not create a second passkey for one account)."""
+
+    async def answered(route: Route) -> None:
+        response = await route.fetch()
+        if response.ok:
+            await authenticator.clear_credentials()
+        await route.fulfill(response=response)
+
+    await page.route("**/account/passkeys/step-up/verify", answered)

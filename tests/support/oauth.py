@@ -121,6 +121,37 @@ class SoftBrowser:
             verify, json={"csrf": csrf, "challengeId": body["challengeId"], "credential": answer, **extra}
         )
 
+    def step_up(self, csrf: str) -> httpx.Response:
+        """What passkeys.js does before adding a passkey: answer a step-up with this browser's
+        authenticator (a passkey the member already has); the answer holds the `stepUpId`."""
+        started = self.http.post("/account/passkeys/step-up/options", json={"csrf": csrf})
+        assert started.status_code == 200, started.text
+        body = started.json()
+        answer = self.authenticator.authenticate(body["publicKey"])
+        return self.http.post(
+            "/account/passkeys/step-up/verify",
+            json={"csrf": csrf, "challengeId": body["challengeId"], "credential": answer},
+        )
+
+    def add_passkey(self, device: SoftAuthenticator, name: str | None = None) -> httpx.Response:
+        """Add `device`'s passkey from the passkeys page: a step-up with this browser's current
+        authenticator, then the registration with `device` (which stays this browser's)."""
+        csrf = csrf_of(self.http.get("/account/passkeys").text)
+        stepped = self.step_up(csrf)
+        assert stepped.status_code == 200, stepped.text
+        started = self.http.post(
+            "/account/passkeys/options", json={"csrf": csrf, "stepUpId": stepped.json()["stepUpId"]}
+        )
+        assert started.status_code == 200, started.text
+        body = started.json()
+        self.authenticator = device
+        answer = device.register(body["publicKey"])
+        extra = {} if name is None else {"name": name}
+        return self.http.post(
+            "/account/passkeys/verify",
+            json={"csrf": csrf, "challengeId": body["challengeId"], "credential": answer, **extra},
+        )
+
     def enroll(self, token: str, name: str = "Soft key") -> httpx.Response:
         path = f"/enroll/{token}"
         response = self.ceremony(path, f"{path}/options", f"{path}/verify", name=name)

@@ -1,9 +1,12 @@
-"""/account/passkeys: a member's passkeys; add one, rename one, remove one (never the last)."""
+"""/account/passkeys: a member's passkeys; add one (after a step-up with a passkey they already
+have: the session alone is not enough), rename one, remove one (never the last); and sign out
+everywhere."""
 
 from __future__ import annotations
 
 from starlette.responses import Response
 
+from auth import step_up
 from auth.errors import LastPasskey
 from auth.passkeys import (
     Ceremony,
@@ -14,8 +17,9 @@ from auth.passkeys import (
     remove_passkey,
     rename_passkey,
 )
+from auth.sessions import SESSION_COOKIE, end_all_sessions
 from server.models import MemberPasskey
-from server.models.enums import ChallengePurpose
+from server.models.enums import ChallengePurpose, StepUpAction
 from server.web.pages.ceremonies import options_answer, read_answer
 from server.web.pages.common import Visit
 
@@ -57,19 +61,66 @@ async def show(visit: Visit) -> Response:
     return await passkeys_page(visit)
 
 
-async def add_options(visit: Visit) -> Response:
+async def step_up_options(visit: Visit) -> Response:
+    """The first half of adding a passkey: a challenge for one of the member's own passkeys."""
     await read_answer(visit)
     services = visit.services
-    member = visit.member.member
+    signed_in = visit.member
 
     def start() -> Ceremony:
         with services.db.write() as session:
+            return step_up.begin(
+                session,
+                rp=services.relying_party,
+                signed_in=signed_in,
+                action=StepUpAction.ADD_PASSKEY,
+                now=services.clock.now(),
+            )
+
+    return visit.json(options_answer(visit, await services.db.run(start)))
+
+
+async def step_up_verify(visit: Visit) -> Response:
+    body = await read_answer(visit)
+    services = visit.services
+    signed_in = visit.member
+
+    def check() -> str:
+        now = services.clock.now()
+        with services.db.write() as session:
+            claimed = step_up.claim(session, body.get("challengeId"), signed_in=signed_in, now=now)
+        with services.db.write() as session:
+            return step_up.complete(
+                session,
+                rp=services.relying_party,
+                signed_in=signed_in,
+                step_up=claimed,
+                credential=body.get("credential"),
+                now=now,
+            )
+
+    return visit.json({"stepUpId": await services.db.run(check)})
+
+
+async def add_options(visit: Visit) -> Response:
+    """Options for the new passkey, for a session that has just redeemed its step-up."""
+    body = await read_answer(visit)
+    services = visit.services
+    signed_in = visit.member
+    member = signed_in.member
+
+    def start() -> Ceremony:
+        now = services.clock.now()
+        with services.db.write() as session:
+            step_up.redeem(
+                session, body.get("stepUpId"), signed_in=signed_in, action=StepUpAction.ADD_PASSKEY, now=now
+            )
             return registration_options(
                 session,
                 rp=services.relying_party,
                 member=member,
                 purpose=ChallengePurpose.ADD_PASSKEY,
-                now=services.clock.now(),
+                now=now,
             )
 
     return visit.json(options_answer(visit, await services.db.run(start)))
@@ -133,4 +184,24 @@ async def remove(visit: Visit) -> Response:
         await services.db.run(delete)
     except LastPasskey as error:
         return await passkeys_page(visit, error=error.describe(), status=409)
+    if passkey_id == visit.member.passkey_id:
+        # This session was signed in with it, so it has just ended too.
+        visit.cookies_to_clear.append(SESSION_COOKIE)
+        return visit.redirect("/login?signed_out=passkey_removed")
     return visit.redirect(f"{PATH}?done=removed")
+
+
+async def sign_out_everywhere(visit: Visit) -> Response:
+    """End every session of the member, this one included."""
+    form = await visit.request.form()
+    visit.check_csrf(form.get("csrf"))
+    services = visit.services
+    principal = visit.member.principal
+
+    def end_all() -> None:
+        with services.db.write() as session:
+            end_all_sessions(session, principal, now=services.clock.now())
+
+    await services.db.run(end_all)
+    visit.cookies_to_clear.append(SESSION_COOKIE)
+    return visit.redirect("/login?signed_out=everywhere")

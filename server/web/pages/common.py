@@ -47,6 +47,7 @@ _STATUS = {
     errors.EnrollmentLinkInvalid.code: 410,
     errors.MemberDisabled.code: 403,
     errors.LastPasskey.code: 409,
+    errors.StepUpRequired.code: 403,
     errors.AgentNotDelegable.code: 403,
     errors.ScopeNotGrantable.code: 403,
     errors.RevokeForbidden.code: 403,

@@ -11,12 +11,21 @@ from server.web.pages.ceremonies import claimed, options_answer, read_answer
 from server.web.pages.common import Visit
 from server.web.pages.destinations import after_sign_in
 
+SIGNED_OUT = {
+    "everywhere": "You are signed out on every device.",
+    "passkey_removed": (
+        "The passkey was removed. You had signed in with it here, so you are signed out: "
+        "sign in with another of your passkeys."
+    ),
+}
+
 
 async def login_page(visit: Visit) -> Response:
     target = after_sign_in(visit.request.query_params.get("next"), origin=visit.services.settings.pages_url)
     if visit.signed_in is not None:
         return visit.redirect(target, status=302)
-    notice = "You are signed out." if visit.request.query_params.get("signed_out") else None
+    signed_out = visit.request.query_params.get("signed_out")
+    notice = SIGNED_OUT.get(signed_out, "You are signed out.") if signed_out else None
     return visit.render("login.html", {"title": "Sign in", "next": target, "notice": notice})
 
 

@@ -1,6 +1,8 @@
 // Passkey ceremonies for Paywarden's pages, and nothing else: a form with data-passkey="sign-in"
 // or "create" asks its data-options URL for a challenge, lets the browser create or use a passkey,
-// posts the answer to its data-verify URL, then goes where the server says.
+// posts the answer to its data-verify URL, then goes where the server says. A form with
+// data-step-up-options first confirms the person with a passkey they already have (a step-up) and
+// hands the step-up's id to data-options: adding a passkey needs more than a session.
 "use strict";
 
 (function () {
@@ -42,7 +44,20 @@
     try {
       say("Asking Paywarden for a challenge…");
       const csrf = field("csrf");
-      const options = await post(form.dataset.options, {csrf: csrf});
+      const request = {csrf: csrf};
+      if (form.dataset.stepUpOptions) {
+        const check = await post(form.dataset.stepUpOptions, {csrf: csrf});
+        say("First confirm it is you: follow your device's prompt to use a passkey you already have…");
+        const proof = await navigator.credentials.get({publicKey: PublicKeyCredential.parseRequestOptionsFromJSON(check.publicKey)});
+        say("Checking your passkey…");
+        const stepped = await post(form.dataset.stepUpVerify, {
+          csrf: csrf,
+          challengeId: check.challengeId,
+          credential: proof.toJSON(),
+        });
+        request.stepUpId = stepped.stepUpId;
+      }
+      const options = await post(form.dataset.options, request);
       say(creating ? "Follow your device's prompt to create the passkey…" : "Follow your device's prompt to use your passkey…");
       const credential = creating
         ? await navigator.credentials.create({publicKey: PublicKeyCredential.parseCreationOptionsFromJSON(options.publicKey)})
