@@ -2,7 +2,7 @@
 endpoint cannot be used to make Paywarden fetch a failing URL at any rate.
 
 Revision ID: 20261202_0013
-Revises: 20261201_0011
+Revises: 20261202_0012
 Create Date: 2026-12-02
 """
 
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "20261202_0013"
-down_revision: str | None = "20261201_0011"
+down_revision: str | None = "20261202_0012"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
