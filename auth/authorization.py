@@ -154,7 +154,7 @@ def _grant_for(
     now: datetime,
 ) -> OAuthGrant:
     grants = GrantRepository(session)
-    grant = grants.live_for(client_row_id=checked.client.id, agent_id=agent.id)
+    grant = grants.live_for(org_id=agent.org_id, client_row_id=checked.client.id, agent_id=agent.id)
     if grant is not None:
         # Locked, so no refresh of this grant runs between the new scopes and the narrowing.
         grant = grants.lock(agent.org_id, grant.id)

@@ -254,9 +254,9 @@ def create_admin_client(
 
 def admin_client_grant(session: Session, row: OAuthClient) -> OAuthGrant | None:
     """The live grant of an admin client (None once it was revoked)."""
-    if row.agent_id is None:
+    if row.agent_id is None or row.org_id is None:
         return None
-    return GrantRepository(session).live_for(client_row_id=row.id, agent_id=row.agent_id)
+    return GrantRepository(session).live_for(org_id=row.org_id, client_row_id=row.id, agent_id=row.agent_id)
 
 
 def revoke_admin_client(
@@ -277,7 +277,9 @@ def revoke_admin_client(
             grant.revoked_at = now
             grant.revoked_by = principal.actor
             GrantRepository(session).add(grant)
-            revoked = TokenRepository(session).revoke_of_grant(grant.id, now)
+            revoked = TokenRepository(session).revoke_of_grant(
+                org_id=grant.org_id, grant_id=grant.id, now=now
+            )
         audit(
             session,
             org_id=row.org_id,

@@ -76,7 +76,7 @@ def revoke_connection(session: Session, signed_in: SignedIn, *, grant_id: str, n
     grant.revoked_at = now
     grant.revoked_by = signed_in.principal.actor
     grants.add(grant)
-    revoked = TokenRepository(session).revoke_of_grant(grant.id, now)
+    revoked = TokenRepository(session).revoke_of_grant(org_id=grant.org_id, grant_id=grant.id, now=now)
     audit(
         session,
         org_id=grant.org_id,

@@ -373,6 +373,7 @@ class _AuthorizationCode(AuthorizationCodeGrant):
             if row.family_id is not None:
                 revoke_family(
                     server.session,
+                    org_id=row.org_id,
                     family_id=row.family_id,
                     actor=actor_of(client.row),
                     reason="oauth.code_reused",
@@ -524,7 +525,9 @@ class _Introspection(IntrospectionEndpoint):
         row = token.row
         if row.revoked_at is not None or row.rotated_at is not None or row.expires_at <= server.now:
             return {"active": False}
-        if row.agent_id is None or not TokenRepository(server.session).agent_enabled(row.agent_id):
+        if row.agent_id is None or not TokenRepository(server.session).agent_enabled(
+            org_id=row.org_id, agent_id=row.agent_id
+        ):
             return {"active": False}
         return {
             "active": True,

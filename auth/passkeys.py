@@ -147,7 +147,7 @@ def member_for_enrollment(session: Session, token: str, *, now: datetime) -> Mem
 
 
 def has_passkey(session: Session, member: Member) -> bool:
-    return PasskeyRepository(session).count_of_member(member.id) > 0
+    return PasskeyRepository(session).count_of_member(org_id=member.org_id, member_id=member.id) > 0
 
 
 def _new_challenge(
@@ -463,7 +463,7 @@ def remove_passkey(session: Session, principal: Principal, *, passkey_id: str, n
     """Remove one of the member's passkeys, never the last one: they could not sign in again."""
     passkeys = PasskeyRepository(session)
     row = _own_passkey(session, principal, passkey_id)
-    if passkeys.count_of_member(row.member_id) <= 1:
+    if passkeys.count_of_member(org_id=row.org_id, member_id=row.member_id) <= 1:
         raise LastPasskey()
     passkeys.remove(row)
     # Sessions signed in with it end now (resolve_session would refuse them anyway).

@@ -81,7 +81,7 @@ class TokenRepository(TenantRepository[AccessToken]):
     agent_column: ClassVar[str | None] = "agent_id"
 
     def by_hash(self, token_hash: str) -> AccessToken | None:
-        return self.first(self.statement().where(AccessToken.token_hash == token_hash))
+        return self._first(self._statement().where(AccessToken.token_hash == token_hash))
 
     def by_hash_with_agent(self, token_hash: str) -> TokenCheck | None:
         """What a token check needs of the token, and whether its agent (if it has one) exists and
@@ -92,18 +92,18 @@ class TokenRepository(TenantRepository[AccessToken]):
         values = dict(zip(_TOKEN_COLUMNS, row[:-1], strict=True))
         return TokenCheck(**values, agent_enabled=bool(row[-1]))
 
-    def agent_enabled(self, agent_id: str) -> bool:
-        """Whether the agent exists and is not disabled."""
+    def agent_enabled(self, *, org_id: str, agent_id: str) -> bool:
+        """Whether the agent exists in the organisation and is not disabled."""
         agent = self.session.get(Agent, agent_id)
-        return agent is not None and agent.disabled_at is None
+        return agent is not None and agent.org_id == org_id and agent.disabled_at is None
 
-    def claim_rotation(self, token_id: str, now: datetime) -> bool:
+    def claim_rotation(self, *, org_id: str, token_id: str, now: datetime) -> bool:
         """Mark a live refresh token as exchanged; False if it already was (or was revoked)."""
         return (
             _changed(
                 self.session.execute(
                     update(AccessToken)
-                    .where(col(AccessToken.id) == token_id)
+                    .where(col(AccessToken.id) == token_id, col(AccessToken.org_id) == org_id)
                     .where(col(AccessToken.rotated_at).is_(None), col(AccessToken.revoked_at).is_(None))
                     .values(rotated_at=now)
                 )
@@ -111,34 +111,38 @@ class TokenRepository(TenantRepository[AccessToken]):
             == 1
         )
 
-    def one_of_family(self, family_id: str) -> AccessToken | None:
-        return self.first(self.statement().where(AccessToken.family_id == family_id))
+    def one_of_family(self, *, org_id: str, family_id: str) -> AccessToken | None:
+        return self._first(
+            self._statement().where(AccessToken.org_id == org_id, AccessToken.family_id == family_id)
+        )
 
-    def revoke_family(self, family_id: str, now: datetime) -> int:
+    def revoke_family(self, *, org_id: str, family_id: str, now: datetime) -> int:
         """Revoke every live token of one refresh family; how many were live."""
         return _changed(
             self.session.execute(
                 update(AccessToken)
-                .where(col(AccessToken.family_id) == family_id, col(AccessToken.revoked_at).is_(None))
+                .where(col(AccessToken.org_id) == org_id, col(AccessToken.family_id) == family_id)
+                .where(col(AccessToken.revoked_at).is_(None))
                 .values(revoked_at=now)
             )
         )
 
     def live_of_grant(self, org_id: str, grant_id: str) -> Sequence[AccessToken]:
         """Every token of the grant that is still live (access and refresh, of every family)."""
-        return self.all(
-            self.statement().where(
+        return self._all(
+            self._statement().where(
                 AccessToken.org_id == org_id,
                 AccessToken.grant_id == grant_id,
                 col(AccessToken.revoked_at).is_(None),
             )
         )
 
-    def revoke_of_grant(self, grant_id: str, now: datetime) -> int:
+    def revoke_of_grant(self, *, org_id: str, grant_id: str, now: datetime) -> int:
         return _changed(
             self.session.execute(
                 update(AccessToken)
-                .where(col(AccessToken.grant_id) == grant_id, col(AccessToken.revoked_at).is_(None))
+                .where(col(AccessToken.org_id) == org_id, col(AccessToken.grant_id) == grant_id)
+                .where(col(AccessToken.revoked_at).is_(None))
                 .values(revoked_at=now)
             )
         )
@@ -162,7 +166,7 @@ class ClientRepository(Repository[OAuthClient]):
     model = OAuthClient
 
     def by_client_id(self, client_id: str) -> OAuthClient | None:
-        return self.first(self.statement().where(OAuthClient.client_id == client_id))
+        return self._first(self._statement().where(OAuthClient.client_id == client_id))
 
     def note_use(self, row_id: str, now: datetime) -> None:
         self.session.execute(
@@ -201,24 +205,22 @@ class GrantRepository(TenantRepository[OAuthGrant]):
     model = OAuthGrant
     agent_column: ClassVar[str | None] = "agent_id"
 
-    def live_for(self, *, client_row_id: str, agent_id: str) -> OAuthGrant | None:
-        return self.first(
-            self.statement().where(
+    def live_for(self, *, org_id: str, client_row_id: str, agent_id: str) -> OAuthGrant | None:
+        return self._first(
+            self._statement().where(
+                OAuthGrant.org_id == org_id,
                 OAuthGrant.client_id == client_row_id,
                 OAuthGrant.agent_id == agent_id,
                 col(OAuthGrant.revoked_at).is_(None),
             )
         )
 
-    def by_id(self, grant_id: str) -> OAuthGrant | None:
-        return self.session.get(OAuthGrant, grant_id)
-
     def lock(self, org_id: str, grant_id: str) -> OAuthGrant | None:
         """The grant as it is now, its row locked until the transaction ends (SELECT ... FOR
         UPDATE; SQLite's writers are serialised already), so a narrowing or a revocation and a
         token issued from the grant happen one after the other, never interleaved."""
         return self.session.exec(
-            self.statement()
+            self._statement()
             .where(OAuthGrant.id == grant_id, OAuthGrant.org_id == org_id)
             .with_for_update()
             .execution_options(populate_existing=True)
@@ -226,7 +228,7 @@ class GrantRepository(TenantRepository[OAuthGrant]):
 
     def live_of_org(self, reader: Reader) -> list[tuple[OAuthGrant, OAuthClient, Agent]]:
         """The reader's organisation's live connections, most recently used first."""
-        grants = self.all(
+        grants = self._all(
             self.readable(reader)
             .where(col(OAuthGrant.revoked_at).is_(None))
             .order_by(
@@ -242,14 +244,16 @@ class GrantRepository(TenantRepository[OAuthGrant]):
                 found.append((grant, client, agent))
         return found
 
-    def touch_for_token(self, token_id: str, now: datetime, *, not_since: datetime) -> None:
+    def touch_for_token(self, *, org_id: str, token_id: str, now: datetime, not_since: datetime) -> None:
         """Note that the grant behind a token was used, unless it was noted since `not_since`."""
         grant_of_token = (
-            select(col(AccessToken.grant_id)).where(col(AccessToken.id) == token_id).scalar_subquery()
+            select(col(AccessToken.grant_id))
+            .where(col(AccessToken.id) == token_id, col(AccessToken.org_id) == org_id)
+            .scalar_subquery()
         )
         self.session.execute(
             update(OAuthGrant)
-            .where(col(OAuthGrant.id) == grant_of_token)
+            .where(col(OAuthGrant.org_id) == org_id, col(OAuthGrant.id) == grant_of_token)
             .where(or_(col(OAuthGrant.last_used_at).is_(None), col(OAuthGrant.last_used_at) < not_since))
             .values(last_used_at=now)
         )
@@ -277,8 +281,8 @@ class CodeRepository(Repository[AuthorizationCode]):
 
     def unused_of_grant(self, org_id: str, grant_id: str, now: datetime) -> Sequence[AuthorizationCode]:
         """The grant's codes that were not exchanged yet and have not expired."""
-        return self.all(
-            self.statement().where(
+        return self._all(
+            self._statement().where(
                 AuthorizationCode.org_id == org_id,
                 AuthorizationCode.grant_id == grant_id,
                 col(AuthorizationCode.used_at).is_(None),
@@ -299,7 +303,7 @@ class MemberAccountRepository(Repository[Member]):
     model = Member
 
     def by_enroll_hash(self, token_hash: str) -> Member | None:
-        return self.first(self.statement().where(Member.enroll_token_hash == token_hash))
+        return self._first(self._statement().where(Member.enroll_token_hash == token_hash))
 
     def by_id(self, member_id: str) -> Member | None:
         return self.session.get(Member, member_id)
@@ -309,21 +313,21 @@ class PasskeyRepository(TenantRepository[MemberPasskey]):
     model = MemberPasskey
 
     def by_credential_id(self, credential_id: str) -> MemberPasskey | None:
-        return self.first(self.statement().where(MemberPasskey.credential_id == credential_id))
+        return self._first(self._statement().where(MemberPasskey.credential_id == credential_id))
 
     def of_member(self, reader: Reader, member_id: str) -> Sequence[MemberPasskey]:
-        return self.all(
+        return self._all(
             self.readable(reader)
             .where(MemberPasskey.member_id == member_id)
             .order_by(col(MemberPasskey.created_at), col(MemberPasskey.id))
         )
 
-    def count_of_member(self, member_id: str) -> int:
+    def count_of_member(self, *, org_id: str, member_id: str) -> int:
         return int(
             self.session.execute(
                 select(func.count())
                 .select_from(MemberPasskey)
-                .where(col(MemberPasskey.member_id) == member_id)
+                .where(col(MemberPasskey.org_id) == org_id, col(MemberPasskey.member_id) == member_id)
             ).scalar_one()
         )
 
@@ -519,4 +523,4 @@ class DelegableAgentRepository(TenantRepository[Agent]):
         statement = self.readable(reader).where(col(Agent.disabled_at).is_(None))
         if member.role not in (Role.OWNER, Role.ADMIN):
             statement = statement.where(Agent.member_id == member.id)
-        return self.all(statement.order_by(col(Agent.name), col(Agent.id)))
+        return self._all(statement.order_by(col(Agent.name), col(Agent.id)))

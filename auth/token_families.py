@@ -242,11 +242,13 @@ def start_family(
     return family_id, pair
 
 
-def revoke_family(session: Session, *, family_id: str, actor: str, reason: str, now: datetime) -> int:
+def revoke_family(
+    session: Session, *, org_id: str, family_id: str, actor: str, reason: str, now: datetime
+) -> int:
     """Revoke every live token of a family, and record why."""
     tokens = TokenRepository(session)
-    revoked = tokens.revoke_family(family_id, now)
-    sample = tokens.one_of_family(family_id)
+    revoked = tokens.revoke_family(org_id=org_id, family_id=family_id, now=now)
+    sample = tokens.one_of_family(org_id=org_id, family_id=family_id)
     if sample is not None:
         audit(
             session,
@@ -288,7 +290,11 @@ def refresh(
         raise RefreshRefused("The refresh token expired.")
     if resource is not None and resource != row.audience:
         raise RefreshRefused("The refresh token was issued for another resource.")
-    if grant is None or grant.revoked_at is not None or not tokens.agent_enabled(grant.agent_id):
+    if (
+        grant is None
+        or grant.revoked_at is not None
+        or not tokens.agent_enabled(org_id=grant.org_id, agent_id=grant.agent_id)
+    ):
         raise RefreshRefused("The connection behind this refresh token was revoked.")
     scopes = within_grant(row.scopes, grant)
     if not scopes:
@@ -299,7 +305,7 @@ def refresh(
             raise RefreshRefused("A refresh cannot widen the scope; authorize again.")
         scopes = scope_text(wanted)
     successors = _successors(policy, presented)
-    if tokens.claim_rotation(row.id, now):
+    if tokens.claim_rotation(org_id=row.org_id, token_id=row.id, now=now):
         pair = issue_pair(
             session,
             policy=policy,
@@ -341,7 +347,12 @@ def refresh(
         remaining = max(int((access.expires_at - now).total_seconds()), 1)
         return IssuedPair(successors[0], remaining, access.scopes, successors[1])
     revoke_family(
-        session, family_id=row.family_id, actor=actor_of(client), reason="oauth.refresh_reused", now=now
+        session,
+        org_id=row.org_id,
+        family_id=row.family_id,
+        actor=actor_of(client),
+        reason="oauth.refresh_reused",
+        now=now,
     )
     raise RefreshRefused("The refresh token was already used; every token of this sign-in was revoked.")
 
@@ -356,7 +367,12 @@ def revoke_token(session: Session, *, client: OAuthClient, row: AccessToken, now
     """RFC 7009: revoking a refresh token revokes its whole family; an access token, itself."""
     if row.kind == TokenKind.REFRESH and row.family_id is not None:
         revoke_family(
-            session, family_id=row.family_id, actor=actor_of(client), reason="token.revoked", now=now
+            session,
+            org_id=row.org_id,
+            family_id=row.family_id,
+            actor=actor_of(client),
+            reason="token.revoked",
+            now=now,
         )
         return
     if row.revoked_at is None:

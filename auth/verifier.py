@@ -68,12 +68,15 @@ class TokenVerifier:
 
     def note_use(self, principal: Principal) -> None:
         """Record when the connection behind an authorization-server token was last used."""
-        if principal.client_id is None or principal.token_id is None:
+        if principal.client_id is None or principal.token_id is None or principal.org_id is None:
             return
         now = self._clock.now()
         with self._db.write() as session:
             GrantRepository(session).touch_for_token(
-                principal.token_id, now, not_since=now - LAST_USED_PRECISION
+                org_id=principal.org_id,
+                token_id=principal.token_id,
+                now=now,
+                not_since=now - LAST_USED_PRECISION,
             )
 
     async def note_use_async(self, principal: Principal) -> None:

@@ -195,7 +195,9 @@ class ApprovalNotifier:
             for row, event in outbox.waiting_account_changes(limit=BATCH):
                 text = account_change_message(
                     event,
-                    member_email=outbox.member_email(event.data.get("memberId")),
+                    member_email=outbox.member_email(
+                        org_id=event.org_id, member_id=event.data.get("memberId")
+                    ),
                     public_url=self._public_url,
                 )
                 changes[row.org_id].append(Outgoing(text, (row.id,), False))

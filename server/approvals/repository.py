@@ -20,7 +20,7 @@ class ApprovalRepository(TenantRepository[Approval]):
 
     def for_intent(self, reader: Reader, intent_id: str) -> Approval | None:
         """The intent's approval in force: the one no newer approval superseded."""
-        return self.first(
+        return self._first(
             self.readable(reader)
             .where(Approval.intent_id == intent_id)
             .where(Approval.status != ApprovalStatus.SUPERSEDED)
@@ -38,7 +38,7 @@ class ApprovalRepository(TenantRepository[Approval]):
 
     def pending(self, reader: Reader, *, org_id: str, now: datetime) -> Sequence[Approval]:
         """The organisation's approvals still waiting for a decision, oldest first."""
-        return self.all(
+        return self._all(
             self.readable(reader)
             .where(Approval.org_id == org_id, Approval.status == ApprovalStatus.PENDING)
             .where(col(Approval.expires_at) > now)
@@ -51,17 +51,17 @@ class ApprovalRepository(TenantRepository[Approval]):
         statement = self.readable(reader).where(Approval.org_id == org_id)
         if status is not None:
             statement = statement.where(Approval.status == status)
-        return self.all(statement.order_by(col(Approval.created_at).desc()).limit(limit))
+        return self._all(statement.order_by(col(Approval.created_at).desc()).limit(limit))
 
     def lapsed(self, *, now: datetime, retry_window: timedelta, limit: int) -> Sequence[Approval]:
         """Pending past their TTL, or approved and not used within the retry window (system read)."""
-        pending = self.all(
-            self.statement()
+        pending = self._all(
+            self._statement()
             .where(Approval.status == ApprovalStatus.PENDING, col(Approval.expires_at) <= now)
             .limit(limit)
         )
-        unused = self.all(
-            self.statement()
+        unused = self._all(
+            self._statement()
             .where(Approval.status == ApprovalStatus.APPROVED)
             .where(col(Approval.decided_at) <= now - retry_window)
             .limit(limit)
@@ -136,9 +136,9 @@ class NotificationRepository(TenantRepository[ApprovalNotification]):
         )
         return [(row, event) for row, event in self.session.exec(statement).all()]
 
-    def member_email(self, member_id: object) -> str | None:
+    def member_email(self, *, org_id: str, member_id: object) -> str | None:
         member = self.session.get(Member, member_id) if isinstance(member_id, str) else None
-        return member.email if member is not None else None
+        return member.email if member is not None and member.org_id == org_id else None
 
     def messages_since(self, *, org_id: str, since: datetime) -> int:
         """Messages sent (or attempted) for the organisation since `since`: a summary counts once."""

@@ -17,14 +17,14 @@ class AuditRepository(TenantRepository[AuditEvent]):
     agent_column: ClassVar[str | None] = "agent_id"
 
     def last_of_org(self, org_id: str) -> AuditEvent | None:
-        return self.first(
-            self.statement().where(AuditEvent.org_id == org_id).order_by(col(AuditEvent.seq).desc())
+        return self._first(
+            self._statement().where(AuditEvent.org_id == org_id).order_by(col(AuditEvent.seq).desc())
         )
 
     def chain_of_org(self, org_id: str) -> Iterator[AuditEvent]:
         """The organisation's events, first to last."""
         yield from self.session.exec(
-            self.statement().where(AuditEvent.org_id == org_id).order_by(col(AuditEvent.seq))
+            self._statement().where(AuditEvent.org_id == org_id).order_by(col(AuditEvent.seq))
         )
 
     def heads(self) -> Sequence[AuditEvent]:
@@ -34,8 +34,8 @@ class AuditRepository(TenantRepository[AuditEvent]):
             .group_by(col(AuditEvent.org_id))
             .subquery()
         )
-        return self.all(
-            self.statement()
+        return self._all(
+            self._statement()
             .join(
                 newest, and_(col(AuditEvent.org_id) == newest.c.org_id, col(AuditEvent.seq) == newest.c.seq)
             )

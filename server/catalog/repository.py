@@ -54,7 +54,7 @@ class CatalogRepository(Repository[CatalogEntry]):
 
     def listed(self, host: str) -> CatalogEntry | None:
         """The entry for exactly `host`, if it is accepted and not suspended."""
-        return self.first(self.statement().where(CatalogEntry.host == host, self._is_listed()))
+        return self._first(self._statement().where(CatalogEntry.host == host, self._is_listed()))
 
     def listed_hosts(self) -> list[str]:
         """Every host listed (accepted, not suspended), in order."""
@@ -70,7 +70,7 @@ class CatalogRepository(Repository[CatalogEntry]):
         return self.session.get(CatalogEntry, entry_id)
 
     def by_host(self, host: str) -> CatalogEntry | None:
-        return self.first(self.statement().where(CatalogEntry.host == host))
+        return self._first(self._statement().where(CatalogEntry.host == host))
 
     def hosts_present(self, hosts: Iterable[str]) -> set[str]:
         wanted = sorted(set(hosts))
@@ -81,14 +81,14 @@ class CatalogRepository(Repository[CatalogEntry]):
     def all_entries(
         self, *, candidates: bool | None = None, suspended: bool | None = None
     ) -> list[CatalogEntry]:
-        statement = self.statement()
+        statement = self._statement()
         if candidates is not None:
             accepted = col(CatalogEntry.accepted_at)
             statement = statement.where(accepted.is_(None) if candidates else accepted.is_not(None))
         if suspended is not None:
             stopped = col(CatalogEntry.suspended_at)
             statement = statement.where(stopped.is_not(None) if suspended else stopped.is_(None))
-        return list(self.all(statement.order_by(col(CatalogEntry.host))))
+        return list(self._all(statement.order_by(col(CatalogEntry.host))))
 
     def due_for_check(self, *, checked_before: datetime, limit: int) -> list[str]:
         """Entries not suspended whose last check is older than `checked_before` (or never was),

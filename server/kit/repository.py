@@ -78,13 +78,13 @@ class Repository(Generic[M]):
     def __init__(self, session: Session) -> None:
         self.session = session
 
-    def statement(self) -> SelectOfScalar[M]:
+    def _statement(self) -> SelectOfScalar[M]:
         return select(self.model)
 
-    def first(self, statement: SelectOfScalar[M]) -> M | None:
+    def _first(self, statement: SelectOfScalar[M]) -> M | None:
         return self.session.exec(statement.limit(1)).first()
 
-    def all(self, statement: SelectOfScalar[M]) -> Sequence[M]:
+    def _all(self, statement: SelectOfScalar[M]) -> Sequence[M]:
         return self.session.exec(statement).all()
 
     def add(self, row: M, *, flush: bool = True) -> M:
@@ -122,7 +122,7 @@ class TenantRepository(Repository[M]):
     id_column: ClassVar[str] = "id"
 
     def readable(self, reader: Reader) -> SelectOfScalar[M]:
-        statement = self.statement()
+        statement = self._statement()
         if reader.unrestricted:
             return statement
         if reader.org_id is None:
@@ -133,4 +133,36 @@ class TenantRepository(Repository[M]):
         return statement
 
     def get_readable(self, reader: Reader, row_id: str) -> M | None:
-        return self.first(self.readable(reader).where(self._column(self.id_column) == row_id))
+        return self._first(self.readable(reader).where(self._column(self.id_column) == row_id))
+
+
+# Every public method of a tenant repository takes the reader, the organisation's id, or a row or
+# filter that carries it (tests/architecture/test_every_method_is_scoped.py checks), except these,
+# each with why it has no organisation to name.
+SYSTEM_READS: dict[str, str] = {
+    # Found by a secret the caller holds: the row found is what names the organisation.
+    "TokenRepository.by_hash": "a bearer token is looked up by its hash before anything is known",
+    "TokenRepository.by_hash_with_agent": "the token check of every call, by the token's hash alone",
+    "PasskeyRepository.by_credential_id": "a passkey sign-in names only the credential it answers with, "
+    "and a new credential must be unique across every organisation",
+    # Background jobs, which work for every organisation in turn.
+    "ApprovalRepository.lapsed": "the expiry job closes approvals past their time in every organisation",
+    "AuditRepository.heads": "the audit anchor job records every organisation's newest event",
+    "IntentRepository.authorized_lapsed": "the reconciler fails never-sent intents past validBefore",
+    "IntentRepository.in_flight_lapsed": "the reconciler picks up intents whose process died mid-call",
+    "IntentRepository.settlement_due": "the settlement checker reads due intents of every organisation",
+    "IntentRepository.by_payer_nonce": "the chain watch matches a transfer seen on chain to the intent "
+    "that signed it, by payer and the nonce derived from the intent",
+    "IntentRepository.seller_outcomes": "a seller's reliability is counted over every organisation, and "
+    "only totals leave the method, never a row",
+    "TokenRepository.purge_expired": "housekeeping deletes expired tokens of every organisation",
+    "NotificationRepository.waiting": "the Slack notifier's outbox is one queue for every organisation",
+    "NotificationRepository.waiting_account_changes": "the notifier reads passkey news of every "
+    "organisation from the same outbox",
+    "NotificationRepository.unannounced": "the notifier finds pending approvals not yet announced anywhere",
+    "NotificationRepository.unannounced_account_changes": "the notifier finds passkey events not yet "
+    "queued in any organisation",
+    "NotificationRepository.claim": "the notifier claims an outbox row it just read, by its id",
+    "NotificationRepository.close": "the notifier closes the outbox row it claimed, by its id",
+    "NotificationRepository.abandon_stale": "the notifier releases claims of processes that died",
+}

@@ -183,7 +183,7 @@ class IntentRepository(TenantRepository[PaymentIntent]):
     agent_column = "agent_id"
 
     def find_by_key(self, reader: Reader, *, agent_id: str, key: str) -> PaymentIntent | None:
-        return self.first(
+        return self._first(
             self.readable(reader).where(
                 PaymentIntent.agent_id == agent_id, PaymentIntent.idempotency_key == key
             )
@@ -196,7 +196,7 @@ class IntentRepository(TenantRepository[PaymentIntent]):
         if status is not None:
             statement = statement.where(PaymentIntent.status == status)
         order = (col(PaymentIntent.created_at).desc(), col(PaymentIntent.id).desc())
-        return self.all(statement.order_by(*order).limit(limit))
+        return self._all(statement.order_by(*order).limit(limit))
 
     def counted_spend(
         self, spend: SpendFilter, *, since: datetime, never_sent: Collection[str]
@@ -283,8 +283,8 @@ class IntentRepository(TenantRepository[PaymentIntent]):
         }
 
     def by_payer_nonce(self, *, payer: str, nonce: str) -> PaymentIntent | None:
-        return self.first(
-            self.statement().where(
+        return self._first(
+            self._statement().where(
                 func.lower(PaymentIntent.payer) == payer.lower(), PaymentIntent.nonce == nonce.lower()
             )
         )
@@ -301,8 +301,8 @@ class IntentRepository(TenantRepository[PaymentIntent]):
         ).all()
 
     def in_flight_lapsed(self, *, cutoff_unix: int, limit: int) -> Sequence[PaymentIntent]:
-        return self.all(
-            self.statement()
+        return self._all(
+            self._statement()
             .where(col(PaymentIntent.status).in_(IN_FLIGHT))
             .where(col(PaymentIntent.valid_before) < cutoff_unix)
             .order_by(col(PaymentIntent.valid_before))
@@ -328,8 +328,8 @@ class IntentRepository(TenantRepository[PaymentIntent]):
                 ~_never_left(never_sent),
             ),
         )
-        return self.all(
-            self.statement()
+        return self._all(
+            self._statement()
             .where(col(PaymentIntent.network).in_(networks))
             .where(sent_and_unfinished)
             .where(
@@ -395,7 +395,7 @@ class FindingRepository(TenantRepository[OutOfPolicyFinding]):
         ids = list(self.session.connection().execute(statement, params).scalars())
         if not ids:
             return []
-        return self.all(
+        return self._all(
             self.readable(reader)
             .where(col(OutOfPolicyFinding.id).in_(ids))
             .order_by(col(OutOfPolicyFinding.detected_at).desc(), col(OutOfPolicyFinding.id))

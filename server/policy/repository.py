@@ -73,8 +73,8 @@ class PolicyVersionRepository(TenantRepository[PolicyVersion]):
     agent_column: ClassVar[str | None] = "agent_id"
 
     def by_id(self, *, org_id: str, version_id: str) -> PolicyVersion | None:
-        return self.first(
-            self.statement().where(PolicyVersion.org_id == org_id, PolicyVersion.id == version_id)
+        return self._first(
+            self._statement().where(PolicyVersion.org_id == org_id, PolicyVersion.id == version_id)
         )
 
     def newest_id_for_agent(self, *, org_id: str, agent_id: str) -> str | None:
@@ -104,7 +104,7 @@ class RuleVersionRepository(TenantRepository[RuleVersion]):
 
     def get_readable(self, reader: Reader, row_id: str) -> RuleVersion | None:
         """The rule's newest version, removed or not."""
-        return self.first(
+        return self._first(
             self.readable(reader)
             .where(RuleVersion.rule_id == row_id)
             .order_by(col(RuleVersion.version).desc())
@@ -124,7 +124,7 @@ class RuleVersionRepository(TenantRepository[RuleVersion]):
             .subquery()
         )
         statement = (
-            self.statement()
+            self._statement()
             .join(
                 latest,
                 and_(
@@ -145,7 +145,7 @@ class RuleVersionRepository(TenantRepository[RuleVersion]):
                     )
                 )
             )
-        return self.all(statement)
+        return self._all(statement)
 
     def in_force_rows(
         self, *, org_id: str, now: datetime, scopes: Sequence[tuple[RuleScope, str]]

@@ -45,12 +45,12 @@ class OrganizationRepository(TenantRepository[Organization]):
     org_column: ClassVar[str] = "id"
 
     def by_id_or_name(self, reader: Reader, ref: str) -> Organization | None:
-        return self.get_readable(reader, ref) or self.first(
+        return self.get_readable(reader, ref) or self._first(
             self.readable(reader).where(Organization.name == ref)
         )
 
     def all_readable(self, reader: Reader) -> Sequence[Organization]:
-        return self.all(self.readable(reader).order_by(col(Organization.created_at), col(Organization.id)))
+        return self._all(self.readable(reader).order_by(col(Organization.created_at), col(Organization.id)))
 
 
 class TeamRepository(TenantRepository[Team]):
@@ -58,7 +58,7 @@ class TeamRepository(TenantRepository[Team]):
 
     def by_id_or_name(self, reader: Reader, ref: str, *, org_id: str) -> Team | None:
         in_org = self.readable(reader).where(Team.org_id == org_id)
-        return self.first(in_org.where(Team.id == ref)) or self.first(in_org.where(Team.name == ref))
+        return self._first(in_org.where(Team.id == ref)) or self._first(in_org.where(Team.name == ref))
 
 
 class MemberRepository(TenantRepository[Member]):
@@ -66,7 +66,7 @@ class MemberRepository(TenantRepository[Member]):
 
     def by_id_or_email(self, reader: Reader, ref: str, *, org_id: str) -> Member | None:
         in_org = self.readable(reader).where(Member.org_id == org_id)
-        return self.first(in_org.where(Member.id == ref)) or self.first(
+        return self._first(in_org.where(Member.id == ref)) or self._first(
             in_org.where(Member.email == ref.strip().lower())
         )
 
@@ -87,4 +87,4 @@ class AgentRepository(TenantRepository[Agent]):
         return None if row is None else (row[0], row[1])
 
     def by_name(self, reader: Reader, *, org_id: str, name: str) -> Agent | None:
-        return self.first(self.readable(reader).where(Agent.org_id == org_id, Agent.name == name))
+        return self._first(self.readable(reader).where(Agent.org_id == org_id, Agent.name == name))

@@ -17,8 +17,8 @@ class WalletRepository(TenantRepository[Wallet]):
 
     def active_for_agent(self, *, org_id: str, agent_id: str) -> Wallet | None:
         """The agent's newest wallet that is not retired."""
-        return self.first(
-            self.statement()
+        return self._first(
+            self._statement()
             .where(Wallet.org_id == org_id, Wallet.agent_id == agent_id, col(Wallet.retired_at).is_(None))
             .order_by(col(Wallet.created_at).desc())
         )

@@ -36,6 +36,7 @@ from server.models import (
     AccessToken,
     ApprovalNotification,
     AuditEvent,
+    OAuthGrant,
     OutOfPolicyFinding,
     PolicyVersion,
     RuleVersion,
@@ -151,7 +152,9 @@ def world(db: Database) -> World:
             actor="test",
             now=_now(),
         )
-        grant = GrantRepository(session).live_for(client_row_id=client.row.id, agent_id=a1.agent_id)
+        grant = GrantRepository(session).live_for(
+            org_id=a1.org_id, client_row_id=client.row.id, agent_id=a1.agent_id
+        )
         assert grant is not None
         grant_id = grant.id
     passkey_id = _passkey(db, a1.org_id, member_id)
@@ -394,3 +397,38 @@ def test_rules_and_tokens_are_changed_only_within_reach(session: Session, world:
     assert remove_rule(session, admin(world.a1.org_id), rule_id=world.org_rule_id, now=_now()).id == (
         world.org_rule_id
     )
+
+
+def test_lookups_that_name_an_organisation_find_nothing_of_another(db: Database, world: World) -> None:
+    """The reads that take an organisation's id, given organisation B and A1's ids, find nothing."""
+    a, b, agent_id = world.a1.org_id, world.b1.org_id, world.a1.agent_id
+    with db.write() as session:
+        versions = PolicyVersionRepository(session)
+        newest = versions.newest_id_for_agent(org_id=a, agent_id=agent_id)
+        assert newest is not None
+        assert versions.newest_id_for_agent(org_id=b, agent_id=agent_id) is None
+        assert versions.by_id(org_id=a, version_id=newest) is not None
+        assert versions.by_id(org_id=b, version_id=newest) is None
+
+        wallets = WalletRepository(session)
+        assert wallets.active_for_agent(org_id=a, agent_id=agent_id) is not None
+        assert wallets.active_for_agent(org_id=b, agent_id=agent_id) is None
+
+        passkeys = PasskeyRepository(session)
+        assert passkeys.count_of_member(org_id=a, member_id=world.member_id) == 1
+        assert passkeys.count_of_member(org_id=b, member_id=world.member_id) == 0
+
+        tokens = TokenRepository(session)
+        assert tokens.agent_enabled(org_id=a, agent_id=agent_id)
+        assert not tokens.agent_enabled(org_id=b, agent_id=agent_id)
+
+        grant = session.get(OAuthGrant, world.grant_id)
+        assert grant is not None
+        grants = GrantRepository(session)
+        assert grants.live_for(org_id=a, client_row_id=grant.client_id, agent_id=agent_id) is not None
+        assert grants.live_for(org_id=b, client_row_id=grant.client_id, agent_id=agent_id) is None
+        assert tokens.revoke_of_grant(org_id=b, grant_id=world.grant_id, now=_now()) == 0
+
+        outbox = NotificationRepository(session)
+        assert outbox.member_email(org_id=a, member_id=world.member_id) == world.member_email
+        assert outbox.member_email(org_id=b, member_id=world.member_id) is None
