@@ -11,8 +11,8 @@ import httpx
 from server.kit.clock import SystemClock
 from server.kit.db import Database
 from tests.support.cli import run_cli
-from tests.support.oauth import enrollment_link_token
 from tests.support.clocks import frozen_clock
+from tests.support.oauth import enrollment_link_token
 from tests.support.paywarden import serve, settings_for
 from tests.support.processes import serve_processes
 from tests.support.tenants import make_agent, make_member
@@ -23,7 +23,7 @@ def test_the_access_log_never_shows_an_enrolment_token_or_a_credential(
 ) -> None:
     with serve_processes(
         1, database_url=sqlite_db.url, extra={}, workdir=tmp_path, public_host="localhost"
-    ) as (public_url, processes):
+    ) as (_, processes):
         process = processes[0]
         settings = settings_for(database_url=sqlite_db.url, port=process.port, public_host="localhost")
         org_id = make_agent(sqlite_db, settings, allow_hosts=["api.example.com"]).org_id
@@ -42,7 +42,8 @@ def test_the_access_log_never_shows_an_enrolment_token_or_a_credential(
         output = process.output()
     assert "GET /enroll/[redacted] HTTP/1.1" in output, output
     assert "POST /enroll/[redacted]/options HTTP/1.1" in output, output
-    assert "code=[redacted]" in output and "client_id=c" in output, output
+    assert "code=[redacted]" in output, output
+    assert "client_id=c" in output
     assert token not in output
     assert token.removeprefix("pw_en_") not in output
     assert "the-authorization-code" not in output
@@ -68,13 +69,30 @@ def test_the_enrolment_link_lifetime_is_a_setting(sqlite_db: Database) -> None:
     environ = {"PAYWARDEN_ENROLL_TTL": "3600"}
     run_cli(sqlite_db.url, "admin", "org", "create", "acme", env=environ)
     created = run_cli(
-        sqlite_db.url, "admin", "member", "create", "--org", "acme", "--email", "ana@example.com",
-        "--role", "admin", env=environ,
+        sqlite_db.url,
+        "admin",
+        "member",
+        "create",
+        "--org",
+        "acme",
+        "--email",
+        "ana@example.com",
+        "--role",
+        "admin",
+        env=environ,
     )
     assert created.exit_code == 0, created.stderr
     before = datetime.now().astimezone()
     link = run_cli(
-        sqlite_db.url, "admin", "member", "enroll-link", "ana@example.com", "--org", "acme", "--json", env=environ
+        sqlite_db.url,
+        "admin",
+        "member",
+        "enroll-link",
+        "ana@example.com",
+        "--org",
+        "acme",
+        "--json",
+        env=environ,
     ).json()
     lifetime = datetime.fromisoformat(link["expiresAt"]) - before
     assert 3590 <= lifetime.total_seconds() <= 3610

@@ -187,7 +187,9 @@ def test_an_oversized_body_gets_a_stable_code_and_a_sentence(sqlite_db: Database
         registered = httpx.post(
             f"{running.base_url}/oauth/register", content=OVER_THE_LIMIT, headers={"Content-Type": JSON}
         )
-        signing_in = httpx.post(f"{running.base_url}/login/options", content=OVER_THE_LIMIT, headers=page_host)
+        signing_in = httpx.post(
+            f"{running.base_url}/login/options", content=OVER_THE_LIMIT, headers=page_host
+        )
         as_a_page = httpx.post(
             f"{running.base_url}/oauth/token",
             content=b"grant_type=" + b"a" * (64 * 1024),
@@ -203,10 +205,14 @@ def test_an_oversized_body_gets_a_stable_code_and_a_sentence(sqlite_db: Database
 
 
 def test_the_sign_in_rate_limit_is_counted_before_the_body_is_read(sqlite_db: Database) -> None:
-    with serve(sqlite_db.url, public_host="localhost", extra={"PAYWARDEN_RATE_LIMIT_SIGN_IN": "2"}) as running:
+    with serve(
+        sqlite_db.url, public_host="localhost", extra={"PAYWARDEN_RATE_LIMIT_SIGN_IN": "2"}
+    ) as running:
         headers = {"Host": f"localhost:{running.port}", "Content-Type": JSON}
         codes = [
-            httpx.post(f"{running.base_url}/login/options", content=OVER_THE_LIMIT, headers=headers).status_code
+            httpx.post(
+                f"{running.base_url}/login/options", content=OVER_THE_LIMIT, headers=headers
+            ).status_code
             for _ in range(3)
         ]
     assert codes == [413, 413, 429]

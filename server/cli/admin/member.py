@@ -80,8 +80,9 @@ def member_enroll_link(
     org: str = typer.Option(..., "--org", help="Organisation id or name."),
     as_json: bool = JSON,
 ) -> None:
-    """Print a new one-time enrolment link (valid PAYWARDEN_ENROLL_TTL, 24 hours by default) for a member who needs a passkey, for
-    example after losing every device; the member's earlier link stops working."""
+    """Print a new one-time enrolment link (valid PAYWARDEN_ENROLL_TTL, 24 hours by default) for a
+    member who needs a passkey, for example after losing every device; the member's earlier link
+    stops working."""
     with reported_errors():
         ctx = cli_context()
         ctx.require_current_schema()
