@@ -9,14 +9,18 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
 import pytest
 
+from auth.sessions import SESSION_COOKIE
+from server.kit.clock import Clock, SystemClock
 from server.kit.db import Database
+from server.settings import Settings
+from tests.support.oauth import enrolled_person
 from tests.support.paywarden import serve, settings_for
 from tests.support.processes import ServeProcess, serve_processes
 from tests.support.tenants import make_agent
@@ -33,6 +37,24 @@ class Endpoint:
     path: str
     content_type: str
     bearer: bool = False
+    signed_in: bool = False
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """What the test helpers need of a server: its settings and the URL people use."""
+
+    settings: Settings
+    public_url: str
+    clock: Clock = field(default_factory=SystemClock)
+
+
+@dataclass(frozen=True)
+class Callers:
+    """Who sends the bodies: an agent (its bearer token) and a signed-in member (their cookie)."""
+
+    token: str
+    cookie: str
 
 
 ENDPOINTS = [
@@ -44,6 +66,13 @@ ENDPOINTS = [
     Endpoint("/oauth/revoke", FORM),
     Endpoint("/oauth/introspect", FORM),
     Endpoint("/mcp", JSON, bearer=True),
+    # Signed-in pages: their forms and passkey posts are read only for a member.
+    Endpoint("/account/passkeys/options", JSON, signed_in=True),
+    Endpoint("/account/passkeys/pk_unknown/rename", FORM, signed_in=True),
+    Endpoint("/connections/gr_unknown/revoke", FORM, signed_in=True),
+    Endpoint("/approvals/settings", FORM, signed_in=True),
+    Endpoint("/oauth/authorize", FORM, signed_in=True),
+    Endpoint("/logout", FORM, signed_in=True),
 ]
 
 
@@ -77,7 +106,7 @@ class PeakMemory:
         self.peak = max(self.peak, resident_bytes(self.pid))
 
 
-def stream(base_url: str, endpoint: Endpoint, *, token: str, mode: str) -> bytes:
+def stream(base_url: str, endpoint: Endpoint, *, callers: Callers, mode: str) -> bytes:
     """POST STREAMED_BYTES to `endpoint`; returns what the server answered (maybe nothing, when it
     closed the connection first). The answer is read while the body is still being sent."""
     url = urlsplit(base_url)
@@ -89,7 +118,9 @@ def stream(base_url: str, endpoint: Endpoint, *, token: str, mode: str) -> bytes
         "Accept: application/json, text/event-stream",
     ]
     if endpoint.bearer:
-        headers.append(f"Authorization: Bearer {token}")
+        headers.append(f"Authorization: Bearer {callers.token}")
+    if endpoint.signed_in:
+        headers.append(f"Cookie: {callers.cookie}")
     if mode == "chunked":
         headers.append("Transfer-Encoding: chunked")
     elif mode == "declared":
@@ -129,14 +160,17 @@ def stream(base_url: str, endpoint: Endpoint, *, token: str, mode: str) -> bytes
 
 
 @pytest.fixture
-def server(sqlite_db: Database, tmp_path: Path) -> Iterator[tuple[ServeProcess, str]]:
+def server(sqlite_db: Database, tmp_path: Path) -> Iterator[tuple[ServeProcess, Callers]]:
     with serve_processes(
         1, database_url=sqlite_db.url, extra={}, workdir=tmp_path, public_host="localhost"
     ) as (public_url, processes):
         port = int(public_url.rsplit(":", 1)[1])
         settings = settings_for(database_url=sqlite_db.url, port=port, public_host="localhost")
         agent = make_agent(sqlite_db, settings, allow_hosts=["seller.example"])
-        yield processes[0], agent.token
+        person = enrolled_person(Deployment(settings, public_url), sqlite_db)
+        cookie = f"{SESSION_COOKIE}={person.browser.http.cookies[SESSION_COOKIE]}"
+        person.browser.close()
+        yield processes[0], Callers(agent.token, cookie)
 
 
 def normal_requests_work(base_url: str) -> None:
@@ -151,13 +185,15 @@ def normal_requests_work(base_url: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["chunked", "declared", "lying"])
-def test_a_huge_body_is_refused_without_being_held(server: tuple[ServeProcess, str], mode: str) -> None:
-    process, token = server
+def test_a_huge_body_is_refused_without_being_held(server: tuple[ServeProcess, Callers], mode: str) -> None:
+    process, callers = server
     # Once each, small, so what a first request loads (templates, the SDK's session) is not counted.
     for endpoint in ENDPOINTS:
         headers = {"Content-Type": endpoint.content_type, "Accept": "application/json, text/event-stream"}
         if endpoint.bearer:
-            headers["Authorization"] = f"Bearer {token}"
+            headers["Authorization"] = f"Bearer {callers.token}"
+        if endpoint.signed_in:
+            headers["Cookie"] = callers.cookie
         headers["Host"] = f"localhost:{process.port}"
         httpx.post(f"{process.base_url}{endpoint.path}", content=b"{}", headers=headers, timeout=15)
     normal_requests_work(process.base_url)
@@ -166,7 +202,7 @@ def test_a_huge_body_is_refused_without_being_held(server: tuple[ServeProcess, s
     for endpoint in ENDPOINTS:
         before = resident_bytes(process.pid)
         with PeakMemory(process.pid) as memory:
-            answer = stream(process.base_url, endpoint, token=token, mode=mode)
+            answer = stream(process.base_url, endpoint, callers=callers, mode=mode)
         grown[endpoint.path] = memory.peak - before
         statuses[endpoint.path] = answer.split(b"\r\n", 1)[0]
         time.sleep(0)  # let the sampler's thread go before the next endpoint
