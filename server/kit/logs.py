@@ -84,7 +84,10 @@ class RedactCredentials(logging.Filter):
             args = list(record.args)
             args[2] = redact_target(str(args[2]))
             record.args = tuple(args)
-        message = record.getMessage()
+        try:
+            message = record.getMessage()
+        except (TypeError, ValueError):
+            return True  # a malformed call: the formatter reports it, as without this filter
         scrubbed = _OUR_TOKEN.sub(REDACTED, message)
         if scrubbed != message:
             record.msg, record.args = scrubbed, ()
