@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -205,7 +204,6 @@ def test_a_huge_body_is_refused_without_being_held(server: tuple[ServeProcess, C
             answer = stream(process.base_url, endpoint, callers=callers, mode=mode)
         grown[endpoint.path] = memory.peak - before
         statuses[endpoint.path] = answer.split(b"\r\n", 1)[0]
-        time.sleep(0)  # let the sampler's thread go before the next endpoint
     too_much = {path: f"{size / MIB:.0f} MiB" for path, size in grown.items() if size >= ALLOWED_GROWTH}
     assert not too_much, f"resident memory grew by {too_much}; answers: {statuses}"
     if mode != "lying":
