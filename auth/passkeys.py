@@ -65,7 +65,7 @@ from server.models import Member, MemberPasskey, WebAuthnChallenge
 from server.models.enums import ChallengePurpose
 
 ENROLL_PREFIX = "pw_en_"
-ENROLL_TTL = timedelta(days=7)
+ENROLL_TTL = timedelta(hours=24)  # PAYWARDEN_ENROLL_TTL; a link is a credential in an email
 CHALLENGE_TTL = timedelta(minutes=5)
 # A decision on a payment is confirmed at once or asked again: its nonce lives two minutes.
 CONFIRMATION_TTL = timedelta(minutes=2)
@@ -111,14 +111,16 @@ def hash_enroll_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def new_enrollment(now: datetime) -> Enrollment:
+def new_enrollment(now: datetime, *, ttl: timedelta = ENROLL_TTL) -> Enrollment:
     token = ENROLL_PREFIX + secrets.token_urlsafe(32)
-    return Enrollment(token, hash_enroll_token(token), now + ENROLL_TTL)
+    return Enrollment(token, hash_enroll_token(token), now + ttl)
 
 
-def reissue_enrollment(session: Session, *, member: Member, actor: str, now: datetime) -> Enrollment:
-    """A new one-time link for `member` (the previous one stops working)."""
-    enrollment = new_enrollment(now)
+def reissue_enrollment(
+    session: Session, *, member: Member, actor: str, now: datetime, ttl: timedelta = ENROLL_TTL
+) -> Enrollment:
+    """A new one-time link for `member`, live for `ttl` (the previous one stops working)."""
+    enrollment = new_enrollment(now, ttl=ttl)
     member.enroll_token_hash = enrollment.token_hash
     member.enroll_expires_at = enrollment.expires_at
     MemberAccountRepository(session).add(member)

@@ -18,9 +18,11 @@ from urllib.parse import urlsplit
 import anyio
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.routing import Route
 
 from server.jobs.runner import JobRunner
+from server.kit.bodies import BodyLimit, RequestTooLarge, limit_for_path
 from server.kit.clock import Clock
 from server.kit.logs import configure_logging
 from server.kit.migrations import current_revision, head_revision
@@ -30,7 +32,7 @@ from server.mcp.transport import McpTransport
 from server.services import Services, build_services, open_master_key
 from server.settings import Settings, load_settings
 from server.web import health
-from server.web.errors import http_error, server_error
+from server.web.errors import http_error, server_error, too_large
 from server.web.routes import routes as web_routes
 
 
@@ -98,7 +100,15 @@ def create_app(
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
-        exception_handlers={404: http_error, 405: http_error, 500: server_error},
+        # Every body is capped where it is read (server/kit/bodies.py); a reader that meets the
+        # cap and is not a page (which says it itself) answers 413 `request_too_large`.
+        middleware=[Middleware(BodyLimit, limit_for=limit_for_path)],
+        exception_handlers={
+            404: http_error,
+            405: http_error,
+            500: server_error,
+            RequestTooLarge: too_large,
+        },
     )
     app.state.services = services
     return app

@@ -80,6 +80,7 @@ class Settings(BaseSettings):
     refresh_token_ttl: int = Field(default=30 * 86_400, ge=3600, le=365 * 86_400)
     refresh_grace_seconds: int = Field(default=10, ge=0, le=60)
     session_ttl: int = Field(default=12 * 3600, ge=600, le=30 * 86_400)
+    enroll_ttl: int = Field(default=86_400, ge=600, le=30 * 86_400)
     rate_limit_sign_in: int = Field(default=20, ge=1, le=10_000)
     rate_limit_register: int = Field(default=20, ge=1, le=10_000)
     rate_limit_token: int = Field(default=120, ge=1, le=100_000)

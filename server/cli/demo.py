@@ -4,6 +4,7 @@ token, and a link that signs the owner up with a passkey (or, once they have one
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from decimal import Decimal
 
 import typer
@@ -67,7 +68,13 @@ def demo(as_json: bool = typer.Option(False, "--json", help="Print one JSON obje
                 ).member
             enroll_url = None
             if not has_passkey(session, owner):
-                enrollment = reissue_enrollment(session, member=owner, actor=ctx.actor, now=now)
+                enrollment = reissue_enrollment(
+                    session,
+                    member=owner,
+                    actor=ctx.actor,
+                    now=now,
+                    ttl=timedelta(seconds=ctx.settings.enroll_ttl),
+                )
                 enroll_url = f"{ctx.settings.pages_url}/enroll/{enrollment.token}"
             issued = issue_access_token(
                 session,

@@ -23,16 +23,16 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from auth.principal import Principal
 from auth.scopes import AGENT_SCOPES, scope_text, scopes_needed
 from auth.verifier import InvalidToken, TokenVerifier
+from server.mcp.body import buffered, header, parsed
 from server.mcp.errors import InsufficientScope
 
 PRINCIPAL_KEY = "paywarden.principal"
 BEARER_KEY = "paywarden.bearer"
-MAX_INSPECTED_BODY = 4 * 1024 * 1024
 INSUFFICIENT_SCOPE_RPC_CODE = -32003
 # Writing "last used" is throttled per token in this process too; the database keeps the truth.
 _NOTE_EVERY_S = 60.0
@@ -52,11 +52,11 @@ class BearerAuthMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        header = _header(scope, b"authorization")
-        if header is None:
+        authorization = header(scope, b"authorization")
+        if authorization is None:
             await self._challenge(send, error=None, description="Authentication required.")
             return
-        kind, _, token = header.partition(" ")
+        kind, _, token = authorization.partition(" ")
         if kind.lower() != "bearer" or not token.strip():
             await self._challenge(send, error="invalid_request", description="Use the Bearer scheme.")
             return
@@ -74,18 +74,15 @@ class BearerAuthMiddleware:
         if principal.client_id is None or scope.get("method") != "POST":
             await self.app(scope, receive, send)
             return
-        body = await _read_body(receive)
-        if body is None:
-            await _answer(send, 413, {"error": "request_too_large"}, [])
-            return
-        calls = _tool_calls(body, _header(scope, b"mcp-method"), _header(scope, b"mcp-name"))
+        body, receive = await buffered(scope, receive)
+        calls = _tool_calls(body, header(scope, b"mcp-method"), header(scope, b"mcp-name"))
         needed = scopes_needed(name for name, _ in calls)
         if needed - principal.scopes:
             await self._step_up(
                 send, needed=needed, ids=list(dict.fromkeys(request_id for _, request_id in calls))
             )
             return
-        await self.app(scope, _replay(body, receive), send)
+        await self.app(scope, receive, send)
 
     async def _note_use(self, principal: Principal) -> None:
         if principal.client_id is None or principal.token_id is None:
@@ -131,55 +128,11 @@ class BearerAuthMiddleware:
         await _answer(send, 403, body, [(b"www-authenticate", challenge.encode())])
 
 
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope.get("headers", []):
-        if key.lower() == name:
-            try:
-                return str(value.decode("latin-1"))
-            except UnicodeDecodeError:
-                return None
-    return None
-
-
-async def _read_body(receive: Receive) -> bytes | None:
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            break
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > MAX_INSPECTED_BODY:
-            return None
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            break
-    return b"".join(chunks)
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """The body read already, then whatever the client does next (a disconnect, eventually)."""
-    sent = False
-
-    async def replay() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replay
-
-
 def _tool_calls(body: bytes, method_header: str | None, name_header: str | None) -> list[tuple[str, Any]]:
     """(tool name, JSON-RPC id) of every tools/call in the body, and the one `Mcp-Name` names."""
     calls: list[tuple[str, Any]] = []
-    try:
-        parsed = json.loads(body) if body else None
-    except ValueError:
-        parsed = None
-    messages = parsed if isinstance(parsed, list) else [parsed]
+    document = parsed(body)
+    messages = document if isinstance(document, list) else [document]
     first_id: Any = None
     for message in messages:
         if not isinstance(message, dict) or message.get("method") != "tools/call":
@@ -190,8 +143,8 @@ def _tool_calls(body: bytes, method_header: str | None, name_header: str | None)
             first_id = message.get("id")
         if isinstance(name, str):
             calls.append((name, message.get("id")))
-    if name_header and (method_header or "").strip() == "tools/call":
-        calls.append((name_header.strip(), first_id))
+    if name_header and method_header == "tools/call":
+        calls.append((name_header, first_id))
     return calls
 
 

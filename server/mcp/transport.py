@@ -18,8 +18,6 @@ stop at once.
 
 from __future__ import annotations
 
-import json
-
 import anyio
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
@@ -29,9 +27,9 @@ from starlette.types import Message, Receive, Scope, Send
 
 from auth.principal import Principal
 from server.mcp.auth import PRINCIPAL_KEY
+from server.mcp.body import buffered, header, parsed
 
 DISCONNECTED_KEY = "paywarden.disconnected"
-MAX_OPENING_BODY = 1024 * 1024
 
 
 class McpTransport:
@@ -45,22 +43,24 @@ class McpTransport:
         if scope["type"] != "http":
             await self.stateless.session_manager.handle_request(scope, receive, send)
             return
-        version = _header(scope, b"mcp-protocol-version")
+        if scope.get("method") == "POST":
+            # Read once, capped, here: the MCP server then reads the replay and never the client.
+            _, receive = await buffered(scope, receive)
+        version = header(scope, b"mcp-protocol-version")
         if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
             await self.stateless.session_manager.handle_request(scope, receive, send)
             return
-        if _header(scope, b"mcp-session-id") is not None:
+        if header(scope, b"mcp-session-id") is not None:
             await self._on_session(scope, receive, send)
             return
         if scope.get("method") != "POST":
             await self.stateless.session_manager.handle_request(scope, receive, send)
             return
-        body, complete = await _read_body(receive)
-        replay = _replay(body, complete, receive)
-        if complete and _is_initialize(body):
-            await self._on_session(scope, replay, send)
+        body, receive = await buffered(scope, receive)
+        if _is_initialize(parsed(body)):
+            await self._on_session(scope, receive, send)
         else:
-            await self.stateless.session_manager.handle_request(scope, replay, send)
+            await self.stateless.session_manager.handle_request(scope, receive, send)
 
     async def _on_session(self, scope: Scope, receive: Receive, send: Send) -> None:
         principal = scope.get(PRINCIPAL_KEY)
@@ -95,47 +95,5 @@ def _session_owner(principal: Principal) -> AuthenticatedUser:
     )
 
 
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope.get("headers", []):
-        if key.lower() == name:
-            return str(value.decode("latin-1")).strip()
-    return None
-
-
-def _is_initialize(body: bytes) -> bool:
-    try:
-        message = json.loads(body)
-    except ValueError:
-        return False
+def _is_initialize(message: object) -> bool:
     return isinstance(message, dict) and message.get("method") == "initialize"
-
-
-async def _read_body(receive: Receive) -> tuple[bytes, bool]:
-    """The body, up to a little past MAX_OPENING_BODY (an initialize request is small), and whether
-    that was all of it; what was read is replayed either way."""
-    chunks: list[bytes] = []
-    size = 0
-    while size <= MAX_OPENING_BODY:
-        message = await receive()
-        if message["type"] != "http.request":
-            return b"".join(chunks), True
-        chunk = message.get("body", b"")
-        chunks.append(chunk)
-        size += len(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks), True
-    return b"".join(chunks), False
-
-
-def _replay(body: bytes, complete: bool, receive: Receive) -> Receive:
-    """What was read already, then whatever the client sends next."""
-    sent = False
-
-    async def replay() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": not complete}
-        return await receive()
-
-    return replay

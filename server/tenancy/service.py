@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlmodel import Session
 
-from auth.passkeys import new_enrollment
+from auth.passkeys import ENROLL_TTL, new_enrollment
 from auth.principal import Principal
 from server.audit.service import record as audit
 from server.kit.errors import InputReason, InvalidInput, PaywardenError
@@ -154,12 +154,19 @@ def parse_role(text: str) -> Role:
 
 
 def create_member(
-    session: Session, *, org: Organization, email: str, role: Role, actor: str, now: datetime
+    session: Session,
+    *,
+    org: Organization,
+    email: str,
+    role: Role,
+    actor: str,
+    now: datetime,
+    enroll_ttl: timedelta = ENROLL_TTL,
 ) -> NewMember:
     email = email.strip().lower()
     if not _EMAIL.match(email):
         raise InvalidInput(InputReason.INVALID_EMAIL)
-    enrollment = new_enrollment(now)
+    enrollment = new_enrollment(now, ttl=enroll_ttl)
     member = Member(
         id=new_id("member"),
         org_id=org.id,

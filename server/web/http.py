@@ -13,6 +13,7 @@ from starlette.responses import JSONResponse, Response
 from auth.errors import RateLimited
 from auth.oauth_server import HttpAnswer
 from auth.rate_limits import Limit, count_request
+from server.kit.bodies import DEFAULT_LIMIT, read_capped
 from server.services import Services
 
 CORS_HEADERS = {
@@ -69,11 +70,10 @@ async def count(request: Request, limit: Limit, who: str | None = None) -> None:
     await services.db.run(hit)
 
 
-async def json_body(request: Request, *, max_bytes: int = 64 * 1024) -> Any:
-    """The request's JSON, or None when it is not JSON (or too large to be a form's)."""
-    body = await request.body()
-    if len(body) > max_bytes:
-        return None
+async def json_body(request: Request, *, max_bytes: int = DEFAULT_LIMIT) -> Any:
+    """The request's JSON, or None when it is not JSON. Raises RequestTooLarge past `max_bytes`,
+    having held no more than that; count the request's rate limit before calling this."""
+    body = await read_capped(request.receive, limit=max_bytes)
     try:
         return json.loads(body)
     except ValueError:

@@ -3,6 +3,8 @@ a daily sub-cap over all their agents."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import typer
 
 from auth.passkeys import reissue_enrollment
@@ -46,6 +48,7 @@ def member_create(
                 role=parse_role(role),
                 actor=ctx.actor,
                 now=now,
+                enroll_ttl=timedelta(seconds=ctx.settings.enroll_ttl),
             )
             member = created.member
             rule_id = None
@@ -77,15 +80,22 @@ def member_enroll_link(
     org: str = typer.Option(..., "--org", help="Organisation id or name."),
     as_json: bool = JSON,
 ) -> None:
-    """Print a new one-time enrolment link (valid 7 days) for a member who needs a passkey, for
-    example after losing every device; the member's earlier link stops working."""
+    """Print a new one-time enrolment link (valid PAYWARDEN_ENROLL_TTL, 24 hours by default) for a
+    member who needs a passkey, for example after losing every device; the member's earlier link
+    stops working."""
     with reported_errors():
         ctx = cli_context()
         ctx.require_current_schema()
         with ctx.db.write() as session:
             organisation = find_org(session, ctx.principal, org)
             row = find_member(session, ctx.principal, member, org_id=organisation.id)
-            enrollment = reissue_enrollment(session, member=row, actor=ctx.actor, now=ctx.clock.now())
+            enrollment = reissue_enrollment(
+                session,
+                member=row,
+                actor=ctx.actor,
+                now=ctx.clock.now(),
+                ttl=timedelta(seconds=ctx.settings.enroll_ttl),
+            )
         emit(
             schemas.enrollment(
                 row,

@@ -17,12 +17,13 @@ from server.web.pages.common import Visit
 
 
 async def read_answer(visit: Visit) -> dict[str, Any]:
-    """The posted JSON, after its CSRF token and the rate limit were checked."""
+    """The posted JSON, after its CSRF token and the rate limit were checked. The request is
+    counted before its body is read, so a flood of bodies, large or not, meets the limit first."""
+    await count(visit.request, rate_limits.sign_in(visit.services.settings.rate_limit_sign_in))
     body = await json_body(visit.request)
     if not isinstance(body, dict):
         raise PasskeyCheckFailed()
     visit.check_csrf(body.get("csrf"))
-    await count(visit.request, rate_limits.sign_in(visit.services.settings.rate_limit_sign_in))
     return body
 
 

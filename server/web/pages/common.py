@@ -21,6 +21,7 @@ from starlette.templating import Jinja2Templates
 from auth import errors
 from auth.sessions import BROWSER_COOKIE, SESSION_COOKIE, SignedIn, new_browser_secret, resolve_session
 from server.approvals.errors import ApprovalNotFound, ApprovalNotPending
+from server.kit.bodies import RequestTooLarge
 from server.kit.errors import NotFound, PaywardenError
 from server.services import Services
 from server.web.http import NO_STORE, services_of
@@ -57,6 +58,7 @@ _STATUS = {
     NotFound.code: 404,
     ApprovalNotFound.code: 404,
     ApprovalNotPending.code: 409,
+    RequestTooLarge.code: 413,
 }
 
 
