@@ -167,18 +167,18 @@ class Passage:
     answered: bool = False  # before_request answered the call
 
     @property
-    def paid_needed(self) -> bool:
+    def payment_asked(self) -> bool:
         return self.first is not None and self.first.status == 402
 
     def steps(self) -> tuple[StepSeen, ...]:
         rest = (
             StepStatus.NOT_NEEDED
-            if self.first is not None and not self.paid_needed
+            if self.first is not None and not self.payment_asked
             else StepStatus.NOT_REACHED
         )
         return tuple(self.seen.get(step, StepSeen(step, rest)) for step in Step)
 
-    def _mark(self, step: Step, status: StepStatus) -> None:
+    def mark(self, step: Step, status: StepStatus) -> None:
         self.seen[step] = StepSeen(step, status)
 
 
@@ -220,27 +220,27 @@ class Preflight:
         if context is not None:
             if not host_allowed(context.policy, request.host, listed=context.listed):
                 raise _Failed(Step.HOST, HostNotAllowed(host=request.host))
-            passage._mark(Step.HOST, StepStatus.PASSED)
+            passage.mark(Step.HOST, StepStatus.PASSED)
             if plan.before_request is not None and await plan.before_request(context):
                 passage.answered = True
                 return
         else:
-            passage._mark(Step.HOST, StepStatus.SKIPPED)
+            passage.mark(Step.HOST, StepStatus.SKIPPED)
 
         passage.first = first = await self._request(request, context, passage)
-        passage._mark(Step.REQUEST, StepStatus.PASSED)
+        passage.mark(Step.REQUEST, StepStatus.PASSED)
         if first.status != 402:
             return
 
         networks = context.policy.networks if context is not None else ()
         passage.offered = self._offer(request, first, networks, passage)
-        passage._mark(Step.OFFER, StepStatus.PASSED)
+        passage.mark(Step.OFFER, StepStatus.PASSED)
 
         await self._wallet(plan, passage)
 
         if plan.decide is None:
-            passage._mark(Step.FACTS, StepStatus.SKIPPED)
-            passage._mark(Step.DECISION, StepStatus.SKIPPED)
+            passage.mark(Step.FACTS, StepStatus.SKIPPED)
+            passage.mark(Step.DECISION, StepStatus.SKIPPED)
             return
         if plan.min_seconds_to_pay > 0 and passage.deadline - anyio.current_time() < plan.min_seconds_to_pay:
             raise _Failed(Step.FACTS, SellerTimeout())
@@ -254,16 +254,16 @@ class Preflight:
             payer=wallet.address if wallet else NO_WALLET,
             wallet_mode=wallet.mode if wallet else None,
         )
-        passage._mark(Step.FACTS, StepStatus.PASSED)
+        passage.mark(Step.FACTS, StepStatus.PASSED)
 
         passage.decision = decision = await plan.decide(facts)
         if decision is not None and decision.outcome == "deny":
             raise _Failed(Step.DECISION, PolicyDenied.of(decision))
-        passage._mark(Step.DECISION, StepStatus.PASSED)
+        passage.mark(Step.DECISION, StepStatus.PASSED)
 
     async def _context(self, request: FetchPaidInput, plan: Plan, passage: Passage) -> AgentContext | None:
         if plan.principal is None:
-            passage._mark(Step.CONTEXT, StepStatus.SKIPPED)
+            passage.mark(Step.CONTEXT, StepStatus.SKIPPED)
             passage.wallet = plan.wallet
             return None
         assert self._db is not None
@@ -277,7 +277,7 @@ class Preflight:
         passage.context = context
         wallet = context.wallet
         passage.wallet = PayingWallet(wallet.address, wallet.mode) if wallet else None
-        passage._mark(Step.CONTEXT, StepStatus.PASSED)
+        passage.mark(Step.CONTEXT, StepStatus.PASSED)
         return context
 
     async def _request(
@@ -313,7 +313,7 @@ class Preflight:
         if wallet is None:
             if plan.wallet_required:
                 raise _Failed(Step.WALLET, WalletNotConfigured())
-            passage._mark(Step.WALLET, StepStatus.SKIPPED)
+            passage.mark(Step.WALLET, StepStatus.SKIPPED)
             return
         if plan.read_balance is not None:
             passage.balance_atomic = balance = await plan.read_balance(wallet.address, selection)
@@ -321,7 +321,7 @@ class Preflight:
             # answer skips the check; the seller's facilitator has the last word either way.
             if balance is not None and balance < selection.amount_atomic:
                 raise _Failed(Step.WALLET, insufficient_funds(wallet.address, selection, balance))
-        passage._mark(Step.WALLET, StepStatus.PASSED)
+        passage.mark(Step.WALLET, StepStatus.PASSED)
 
 
 def insufficient_funds(address: str, selection: Selection, balance: int) -> InsufficientFunds:
