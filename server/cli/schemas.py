@@ -372,6 +372,9 @@ def diagnosis(d: Diagnosis) -> Document:
         },
         "chatRules": [],  # doctor reads no account, so no rules
         "ruleBlocks": [],
+        "steps": [
+            {"step": str(seen.step), "status": str(seen.status), "code": seen.code} for seen in d.steps
+        ],
         "issueReport": issue_report(d),
     }
 

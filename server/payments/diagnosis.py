@@ -1,8 +1,8 @@
 """diagnose_payment and `paywarden doctor`: why would paying this URL fail, without paying it.
 
-The URL is requested once, without a payment, through the safe seller client, and the checks run
-in the order fetch_paid meets them, with the functions fetch_paid uses, so the cause reported is
-the first error a real attempt would hit:
+The diagnosis runs fetch_paid's own preflight (preflight.py), which requests the URL once, without
+a payment, through the safe seller client; the cause reported is the first step that fails, so it
+is the first error a real attempt would hit, and `steps` lists every step as the preflight saw it:
 
 1. the host against the agent's allowed hosts (the tool only; nothing is sent when it fails);
 2. the request: unreachable, too slow, redirected to another origin, an error instead of a 402;
@@ -30,14 +30,11 @@ from datetime import datetime
 from enum import StrEnum
 from urllib.parse import urlsplit
 
-import anyio
-
 from auth.principal import Principal
 from server.chain.service import ChainService
 from server.kit.clock import Clock
 from server.kit.db import Database
-from server.models import Agent
-from server.models.enums import HoldReason, RuleKind, RuleScope, RuleSource, RuleWindow, WalletMode
+from server.models.enums import HoldReason, RuleKind, RuleScope, RuleSource, RuleWindow
 from server.payments import ledger
 from server.payments.diagnosis_reading import (
     AcceptSeen,
@@ -49,25 +46,19 @@ from server.payments.diagnosis_reading import (
     read_raw,
     resource_host_seen,
 )
-from server.payments.errors import AmountExceedsMax, InvalidPaymentRequired, ResourceMismatch
 from server.payments.fingerprint import request_fingerprint
 from server.payments.inputs import FetchPaidInput
-from server.payments.location import LocationDenied
-from server.payments.offer import Offered, check_max, check_resource, purchase_facts, read_challenge
-from server.payments.purchase import load_context
+from server.payments.preflight import Passage, PayingWallet, Plan, Preflight, Step, StepSeen
 from server.payments.usage import context_for
-from server.policy.engine import Decision, host_allowed
+from server.policy.engine import Decision
 from server.policy.windows import window_end
-from server.sellers.client import Judge, SellerClient, SellerRequest, SellerResponse
-from server.sellers.errors import SellerTimeout, SellerUnreachable
+from server.sellers.client import SellerClient, SellerResponse
 from server.settings import ProbeSettings, Settings
 from server.tenancy.service import get_agent
 from server.x402.challenge import Challenge
 from server.x402.instructions import challenge_reads_like_instructions
-from server.x402.selection import NoPayableEntry as NoOffer
-from server.x402.selection import Selection, select_offer
+from server.x402.selection import Selection
 
-NO_WALLET = "0x0000000000000000000000000000000000000000"
 DOCTOR_MAX_RESPONSE_BYTES = 1_048_576
 
 
@@ -180,6 +171,7 @@ class Diagnosis:
     chat_rules: tuple[ChatRuleSeen, ...]
     rule_blocks: tuple[RuleBlock, ...]
     checked_at: datetime
+    steps: tuple[StepSeen, ...] = ()  # the preflight's steps, as fetch_paid would meet them
     selection_network: str | None = None
     amount_atomic: int | None = None
     max_amount: str | None = None
@@ -190,7 +182,7 @@ class Diagnosis:
 
 @dataclass
 class _Findings:
-    """What the checks learnt so far, filled in as they go."""
+    """What the diagnosis reads off the preflight's passage, filled in as it goes."""
 
     request: RequestSeen
     warnings: list[WarningCode] = field(default_factory=list)
@@ -198,31 +190,25 @@ class _Findings:
     resource_host: str | None = None
     wallet: WalletSeen | None = None
     selection: Selection | None = None
+    view: PolicyView | None = None
 
     def warn(self, warning: WarningCode) -> None:
         if warning not in self.warnings:
             self.warnings.append(warning)
 
 
-@dataclass(frozen=True)
-class Probe:
-    """What is known besides the URL: the networks to prefer, the wallet, whether the host may be
-    paid, and (for the tool) how the agent's policy judges a purchase."""
+PolicyReader = Callable[[ledger.PurchaseFacts], Awaitable[PolicyView]]
 
-    request: FetchPaidInput
-    networks: tuple[str, ...]
-    wallet: WalletSeen | None
-    wallet_required: bool  # the tool: no wallet is a cause; doctor: a warning
-    policy: Callable[[ledger.PurchaseFacts], Awaitable[PolicyView]] | None = None
-    host_allowed: bool = True
-    judge: Judge | None = None  # the tool: each request and redirect hop, judged as fetch_paid does
+# The preflight's failures a diagnosis names as its cause (any other error is raised, as before).
+_CAUSE_OF_ERROR = {str(cause): cause for cause in Cause}
 
 
-# -- the checks ----------------------------------------------------------------------------------
+# -- reading the preflight ------------------------------------------------------------------------
 
 
 class Diagnoser:
-    """Runs the checks for one URL. Shared by the tool (with the agent's policy) and doctor."""
+    """Runs the preflight for one URL and says what it met. Shared by the tool (with the agent's
+    account and policy) and doctor (with neither)."""
 
     def __init__(
         self,
@@ -233,143 +219,138 @@ class Diagnoser:
         rpc_urls: Mapping[str, str],
         timeout_ms: int,
         clock: Clock,
+        db: Database | None = None,
     ) -> None:
-        self._sellers = sellers
         self._chain = chain
         self._assets = dict(assets)
         self._rpc_urls = dict(rpc_urls)
         self._timeout_ms = timeout_ms
         self._clock = clock
+        self._preflight = Preflight(sellers=sellers, assets=assets, timeout_ms=timeout_ms, clock=clock, db=db)
 
-    def _result(
+    async def run(
         self,
-        probe: Probe,
-        found: _Findings,
-        cause: Cause | None,
-        reasons: tuple[str, ...] = (),
+        request: FetchPaidInput,
         *,
-        view: PolicyView | None = None,
+        principal: Principal | None = None,
+        wallet: str | None = None,
+        policy: PolicyReader | None = None,
     ) -> Diagnosis:
-        rule_blocks = view.rule_blocks if view else ()
-        problem = cause is not None or bool(rule_blocks)
-        selection = found.selection
-        max_amount = probe.request.max_amount_usd
-        return Diagnosis(
-            status=Status.PROBLEM if problem else Status.NO_PROBLEM_FOUND,
-            cause=cause,
-            reasons=reasons,
-            warnings=tuple(found.warnings),
-            request=found.request,
-            host=probe.request.host,
-            resource_host=found.resource_host,
-            accepts=found.accepts,
-            wallet=found.wallet,
-            chat_rules=view.chat_rules if view else (),
-            rule_blocks=rule_blocks,
-            checked_at=self._clock.now(),
-            selection_network=selection.network if selection else None,
-            amount_atomic=selection.amount_atomic if selection else None,
-            max_amount=None if max_amount is None else str(max_amount),
-            hold_reason=view.decision.hold_reason if view and view.decision.outcome == "hold" else None,
-            policy_read=probe.policy is not None,
-            timeout_ms=self._timeout_ms,
-        )
-
-    async def run(self, probe: Probe) -> Diagnosis:
-        request = probe.request
+        """With `principal`: the agent's account, wallet and (with `policy`) decision; without it,
+        doctor's checks: the seller, the challenge and `wallet`'s balance."""
         found = _Findings(RequestSeen(request.method, public_url(request.url), None, None))
-        found.wallet = probe.wallet
-        if probe.wallet is None and not probe.wallet_required:
+
+        async def decide(facts: ledger.PurchaseFacts) -> Decision:
+            assert policy is not None
+            found.view = await policy(facts)
+            return found.view.decision
+
+        plan = Plan(
+            principal=principal,
+            wallet=PayingWallet(wallet, None) if wallet else None,
+            wallet_required=principal is not None,
+            read_balance=self._read_balance,
+            decide=decide if policy is not None else None,
+            key="diagnosis-only",
+            fingerprint=request_fingerprint(request),
+        )
+        source = WalletSource.AGENT if principal is not None else WalletSource.ARGUMENT
+        if wallet is None and principal is None:
             found.warn(WarningCode.NO_WALLET)
-        if not probe.host_allowed:
-            return self._result(probe, found, Cause.HOST_NOT_ALLOWED)
+        passage = await self._preflight.run(request, plan)
+        if passage.wallet is not None:
+            found.wallet = WalletSeen(passage.wallet.address, source)
+        cause, reasons = self._read(request, passage, found)
+        return self._result(request, passage, found, cause, reasons, policy_read=policy is not None)
 
-        deadline = anyio.current_time() + self._timeout_ms / 1000
-        try:
-            first = await self._sellers.fetch(
-                SellerRequest(request.method, request.url, request.headers, request.body),
-                deadline=deadline,
-                judge=probe.judge,
-            )
-        except LocationDenied as denied:
-            reasons = tuple(str(reason) for reason in denied.decision.reasons)
-            return self._result(probe, found, Cause.POLICY_DENIED, reasons)
-        except SellerUnreachable:
-            return self._result(probe, found, Cause.SELLER_UNREACHABLE)
-        except SellerTimeout:
-            return self._result(probe, found, Cause.SELLER_TIMEOUT)
+    def _read(
+        self, request: FetchPaidInput, passage: Passage, found: _Findings
+    ) -> tuple[Cause | None, tuple[str, ...]]:
+        """The cause and its reasons: the first step that failed, as the diagnosis names it."""
+        error = passage.error
+        if passage.failed == Step.HOST:
+            return Cause.HOST_NOT_ALLOWED, ()
+        if passage.denied is not None:
+            return Cause.POLICY_DENIED, tuple(str(reason) for reason in passage.denied.decision.reasons)
+        if passage.failed == Step.REQUEST:
+            assert error is not None
+            if error.code not in (Cause.SELLER_UNREACHABLE, Cause.SELLER_TIMEOUT):
+                raise error
+            return _CAUSE_OF_ERROR[error.code], ()
 
+        first = passage.first
+        assert first is not None
         raw = read_raw(first) if first.status == 402 else None
         found.request = RequestSeen(
             request.method, public_url(request.url), first.status, raw.version if raw else None
         )
         if first.redirect_not_followed:
-            return self._result(probe, found, Cause.REDIRECT_NOT_FOLLOWED)
-        if first.status != 402:
-            cause = Cause.SELLER_ERROR if first.status >= 400 else None
-            return self._result(probe, found, cause)
-        assert raw is not None
+            return Cause.REDIRECT_NOT_FOLLOWED, ()
+        if raw is None:
+            return (Cause.SELLER_ERROR if first.status >= 400 else None), ()
 
-        challenge: Challenge | None
-        try:
-            challenge = read_challenge(first)
-        except InvalidPaymentRequired:
-            challenge = None
+        challenge = passage.challenge
         version = challenge.x402_version if challenge else (raw.version if raw.version in (1, 2) else 2)
         found.accepts = accepts_seen(
             raw.offers if challenge is None else [o.raw for o in challenge.offers], version, self._assets
         )
         found.resource_host = resource_host_seen(challenge, raw)
         self._warn_about_challenge(found, first, challenge, raw)
-        if challenge is None:
-            reasons = raw.problems or (ChallengeProblem.NO_CHALLENGE,)
-            return self._result(probe, found, Cause.INVALID_PAYMENT_REQUIRED, tuple(str(r) for r in reasons))
+        found.selection = passage.selection
+        if passage.seen.get(Step.WALLET) is not None and passage.wallet is not None:
+            found.wallet = self._wallet_seen(found, passage)
 
-        try:
-            selection = select_offer(
-                challenge, usdc_by_network=self._assets, preferred_networks=probe.networks
-            )
-        except NoOffer as exc:
-            return self._result(probe, found, Cause.NO_PAYABLE_ENTRY, (exc.reason,))
-        found.selection = selection
-        try:
-            check_max(selection.amount_atomic, request.max_amount_usd)
-        except AmountExceedsMax:
-            return self._result(probe, found, Cause.AMOUNT_EXCEEDS_MAX)
-        try:
-            resource_host = check_resource(request.host, challenge, selection)
-        except ResourceMismatch:
-            return self._result(probe, found, Cause.RESOURCE_MISMATCH)
+        if error is None:
+            return None, ()
+        cause = _CAUSE_OF_ERROR.get(error.code)
+        if cause is None:
+            raise error
+        if cause == Cause.INVALID_PAYMENT_REQUIRED:
+            problems = raw.problems or (ChallengeProblem.NO_CHALLENGE,)
+            return cause, tuple(str(problem) for problem in problems)
+        if cause == Cause.NO_PAYABLE_ENTRY:
+            return cause, (str(error.extra["reason"]),)
+        if cause == Cause.POLICY_DENIED:
+            assert passage.decision is not None
+            return cause, passage.decision.reasons
+        return cause, ()
 
-        if probe.wallet is None:
-            if probe.wallet_required:
-                return self._result(probe, found, Cause.WALLET_NOT_CONFIGURED)
-        else:
-            found.wallet = await self._balance(probe.wallet, selection, found)
-            if (
-                found.wallet.balance_atomic is not None
-                and found.wallet.balance_atomic < selection.amount_atomic
-            ):
-                return self._result(probe, found, Cause.INSUFFICIENT_FUNDS)
-
-        if probe.policy is None:
-            return self._result(probe, found, None)
-        offered = Offered(
-            challenge, selection, resource_host, WarningCode.INSTRUCTION_LIKE_TEXT in found.warnings
+    def _result(
+        self,
+        request: FetchPaidInput,
+        passage: Passage,
+        found: _Findings,
+        cause: Cause | None,
+        reasons: tuple[str, ...],
+        *,
+        policy_read: bool,
+    ) -> Diagnosis:
+        view = found.view
+        rule_blocks = view.rule_blocks if view else ()
+        problem = cause is not None or bool(rule_blocks)
+        selection = found.selection
+        max_amount = request.max_amount_usd
+        return Diagnosis(
+            status=Status.PROBLEM if problem else Status.NO_PROBLEM_FOUND,
+            cause=cause,
+            reasons=reasons,
+            warnings=tuple(found.warnings),
+            request=found.request,
+            host=request.host,
+            resource_host=found.resource_host,
+            accepts=found.accepts,
+            wallet=found.wallet,
+            chat_rules=view.chat_rules if view else (),
+            rule_blocks=rule_blocks,
+            checked_at=self._clock.now(),
+            steps=passage.steps(),
+            selection_network=selection.network if selection else None,
+            amount_atomic=selection.amount_atomic if selection else None,
+            max_amount=None if max_amount is None else str(max_amount),
+            hold_reason=view.decision.hold_reason if view and view.decision.outcome == "hold" else None,
+            policy_read=policy_read,
+            timeout_ms=self._timeout_ms,
         )
-        facts = purchase_facts(
-            request,
-            first,
-            offered,
-            key="diagnosis-only",
-            fingerprint=request_fingerprint(request),
-            payer=probe.wallet.address if probe.wallet else NO_WALLET,
-            wallet_mode=WalletMode.LOCAL_KEY if probe.wallet else None,
-        )
-        view = await probe.policy(facts)
-        if view.decision.outcome == "deny":
-            return self._result(probe, found, Cause.POLICY_DENIED, view.decision.reasons, view=view)
-        return self._result(probe, found, None, view=view)
 
     def _warn_about_challenge(
         self, found: _Findings, first: SellerResponse, challenge: Challenge | None, raw: RawChallenge
@@ -386,18 +367,21 @@ class Diagnoser:
         if any(payable) and not all(payable):
             found.warn(WarningCode.SOME_ENTRIES_UNPAYABLE)
 
-    async def _balance(self, wallet: WalletSeen, selection: Selection, found: _Findings) -> WalletSeen:
+    async def _read_balance(self, owner: str, selection: Selection) -> int | None:
+        return await self._chain.balance(network=selection.network, asset=selection.asset, owner=owner)
+
+    def _wallet_seen(self, found: _Findings, passage: Passage) -> WalletSeen:
+        assert found.wallet is not None
+        assert passage.selection is not None
+        selection = passage.selection
         rpc = self._rpc_urls.get(selection.network)
-        balance = await self._chain.balance(
-            network=selection.network, asset=selection.asset, owner=wallet.address
-        )
-        if balance is None:
+        if passage.balance_atomic is None:
             found.warn(WarningCode.BALANCE_NOT_CHECKED)
         return WalletSeen(
-            address=wallet.address,
-            source=wallet.source,
+            address=found.wallet.address,
+            source=found.wallet.source,
             network=selection.network,
-            balance_atomic=balance,
+            balance_atomic=passage.balance_atomic,
             needed_atomic=selection.amount_atomic,
             rpc_host=urlsplit(rpc).hostname if rpc else None,
         )
@@ -446,7 +430,7 @@ def rule_views(
 
 
 class DiagnosisService:
-    """diagnose_payment: the checks with the calling agent's host list, wallet and policy."""
+    """diagnose_payment: the preflight with the calling agent's account, wallet and policy."""
 
     def __init__(
         self, *, db: Database, settings: Settings, sellers: SellerClient, chain: ChainService, clock: Clock
@@ -460,12 +444,14 @@ class DiagnosisService:
             rpc_urls=settings.rpc_urls,
             timeout_ms=settings.fetch_timeout_ms,
             clock=clock,
+            db=db,
         )
 
-    def _policy_view(self, principal: Principal, agent: Agent, facts: ledger.PurchaseFacts) -> PolicyView:
+    def _policy_view(self, principal: Principal, facts: ledger.PurchaseFacts) -> PolicyView:
+        assert principal.agent_id is not None
         now = self._clock.now()
         with self._db.read() as session:
-            current = get_agent(session, principal, agent.id)
+            current = get_agent(session, principal, principal.agent_id)
             standing = ledger.standing(session, agent=current, now=now)
             context = context_for(session, agent=current, host=facts.host, pay_to=facts.selection.pay_to)
             decision = standing.judge(facts.payment(), context)
@@ -473,22 +459,10 @@ class DiagnosisService:
         return PolicyView(decision, blocks, chat)
 
     async def diagnose(self, principal: Principal, request: FetchPaidInput) -> Diagnosis:
-        context = await self._db.run(load_context, self._db, principal, request.host, self._clock.now())
-
         async def policy(facts: ledger.PurchaseFacts) -> PolicyView:
-            return await self._db.run(self._policy_view, principal, context.agent, facts)
+            return await self._db.run(self._policy_view, principal, facts)
 
-        wallet = context.wallet
-        probe = Probe(
-            request=request,
-            networks=context.policy.networks,
-            wallet=WalletSeen(wallet.address, WalletSource.AGENT) if wallet else None,
-            wallet_required=True,
-            policy=policy,
-            host_allowed=host_allowed(context.policy, request.host, listed=context.listed),
-            judge=context.judge(),
-        )
-        return await self._diagnoser.run(probe)
+        return await self._diagnoser.run(request, principal=principal, policy=policy)
 
 
 # -- doctor: no database, no account, no key ----------------------------------------------------
@@ -503,12 +477,6 @@ async def diagnose_without_account(
     )
     chain = ChainService(settings.rpc_urls)
     try:
-        probe = Probe(
-            request=request,
-            networks=(),
-            wallet=WalletSeen(wallet, WalletSource.ARGUMENT) if wallet else None,
-            wallet_required=False,
-        )
         diagnoser = Diagnoser(
             sellers=sellers,
             chain=chain,
@@ -517,6 +485,6 @@ async def diagnose_without_account(
             timeout_ms=settings.fetch_timeout_ms,
             clock=clock,
         )
-        return await diagnoser.run(probe)
+        return await diagnoser.run(request, wallet=wallet)
     finally:
         await chain.aclose()

@@ -1,5 +1,5 @@
-"""Reading a seller's 402 into the one payment Paywarden would make: the same for fetch_paid and
-quote_payment, so a quote can never judge a different payment than the purchase would.
+"""Reading a seller's 402 into the one payment Paywarden would make: the checks the preflight's
+offer step runs for fetch_paid, quote_payment and diagnose_payment alike.
 
 The challenge is read (x402 v2 header, or a v1 JSON body), one payable offer is chosen within
 the call's maxAmountUsd, the host it names must be the URL's host, and the 402's own words are
@@ -8,6 +8,7 @@ checked for instructions aimed at the agent.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -16,10 +17,8 @@ from server.models.enums import WalletMode
 from server.payments.errors import AmountExceedsMax, InvalidPaymentRequired, NoPayableEntry, ResourceMismatch
 from server.payments.inputs import FetchPaidInput
 from server.payments.ledger import PurchaseFacts
-from server.policy.model import Policy
 from server.sellers.client import SellerResponse
 from server.sellers.urls import InvalidHostName, canonical_host
-from server.settings import Settings
 from server.x402.challenge import Challenge, ChallengeError, decode_challenge, host_of
 from server.x402.headers import PAYMENT_REQUIRED
 from server.x402.instructions import challenge_reads_like_instructions
@@ -60,9 +59,10 @@ def check_resource(host: str, challenge: Challenge, selection: Selection) -> str
     return resource_host
 
 
-def choose_offer(challenge: Challenge, policy: Policy, settings: Settings) -> Selection:
+def choose_offer(challenge: Challenge, assets: Mapping[str, str], networks: tuple[str, ...]) -> Selection:
+    """One payable offer: USDC at `assets` (network -> contract), preferring the policy's networks."""
     try:
-        return select_offer(challenge, usdc_by_network=settings.assets, preferred_networks=policy.networks)
+        return select_offer(challenge, usdc_by_network=dict(assets), preferred_networks=networks)
     except NoOffer as exc:
         raise NoPayableEntry(reason=exc.reason) from exc
 
@@ -77,14 +77,6 @@ def check_max(amount_atomic: int, max_amount_usd: Decimal | None) -> None:
 def instruction_like(challenge: Challenge, response: SellerResponse) -> bool:
     """Whether the 402's own words (its description, error and body) read like orders to an agent."""
     return challenge_reads_like_instructions(challenge.seller_texts(), response.body, response.content_type)
-
-
-def read_offer(first: SellerResponse, request: FetchPaidInput, policy: Policy, settings: Settings) -> Offered:
-    challenge = read_challenge(first)
-    selection = choose_offer(challenge, policy, settings)
-    check_max(selection.amount_atomic, request.max_amount_usd)
-    resource_host = check_resource(request.host, challenge, selection)
-    return Offered(challenge, selection, resource_host, instruction_like(challenge, first))
 
 
 def purchase_facts(

@@ -1,6 +1,7 @@
 """The purchase flow behind fetch_paid: ask, decide, reserve, sign, send once, record.
 
-Order matters and is the product's promise:
+Order matters and is the product's promise (steps 1 to 3 are the preflight, preflight.py, which
+quote_payment and diagnose_payment run too):
 1. the host is checked against the policy before anything is sent, and every request, the first
    and each same-origin redirect, is judged by the policy before it is sent (location.py);
 2. a 402's challenge is read and one payable offer chosen, within the call's maxAmountUsd; the
@@ -22,29 +23,23 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from datetime import datetime
 
-import anyio
 from sqlalchemy.exc import SQLAlchemyError
 
 from auth.principal import Principal
 from server.approvals import service as approvals
 from server.approvals.errors import ApprovalQueueFull
 from server.audit.service import record as audit
-from server.catalog.service import listing_for
 from server.chain.service import ChainService
 from server.kit.clock import Clock
 from server.kit.db import Database
 from server.kit.errors import PaywardenError
-from server.kit.money import format_usd
 from server.models import Agent, Approval, PaymentIntent, Wallet
 from server.models.enums import ApprovalStatus, HoldReason, IntentStatus
 from server.payments import ledger
 from server.payments.answer import receipt_of, seller_reason
 from server.payments.errors import (
     AmountExceedsMax,
-    ControlPlaneUnavailable,
-    HostNotAllowed,
     IdempotencyKeyReused,
     InsufficientFunds,
     IntentNotReplayable,
@@ -52,14 +47,13 @@ from server.payments.errors import (
     PaymentNotCompleted,
     PaymentOutcomeUnknown,
     PaymentRejectedBySeller,
-    PolicyDenied,
     SigningFailed,
-    WalletNotConfigured,
 )
 from server.payments.fingerprint import new_idempotency_key, request_fingerprint
 from server.payments.inputs import FetchPaidInput
-from server.payments.location import LocationDenied, judge_for
-from server.payments.offer import check_max, purchase_facts, read_offer
+from server.payments.location import LocationDenied
+from server.payments.offer import check_max
+from server.payments.preflight import AgentContext, Passage, Plan, Preflight, Step
 from server.payments.results import (
     FreeOutcome,
     PaidOutcome,
@@ -69,17 +63,14 @@ from server.payments.results import (
     body_of,
 )
 from server.payments.settlement import SettlementChecker
-from server.policy.engine import host_allowed
+from server.policy.engine import Decision
 from server.policy.model import Policy
-from server.policy.rule_service import rules_for_agent
-from server.policy.rules import Rule
 from server.policy.service import add_catalog_host
-from server.sellers.client import REDIRECT_STATUSES, Judge, SellerClient, SellerRequest, SellerResponse
-from server.sellers.errors import ResponseLost, SellerTimeout
-from server.settings import SUPPORTED_NETWORKS, Settings
+from server.sellers.client import REDIRECT_STATUSES, SellerClient, SellerRequest, SellerResponse
+from server.sellers.errors import ResponseLost
+from server.settings import Settings
 from server.signers.base import SignerError
-from server.tenancy.service import agent_with_policy
-from server.wallets.service import active_wallet, signer_for
+from server.wallets.service import signer_for
 from server.x402.authorization import build_authorization, payment_header, typed_data
 from server.x402.challenge import Challenge
 from server.x402.selection import Selection
@@ -91,31 +82,15 @@ log = logging.getLogger(__name__)
 MIN_SECONDS_FOR_PAID_REQUEST = 1.0
 
 
-@dataclass(frozen=True)
-class AgentContext:
-    agent: Agent
-    policy: Policy
-    wallet: Wallet | None
-    listed: bool  # the catalog lists the requested host
-    rules: tuple[Rule, ...] = ()  # every rule in force for the agent, to judge each request
+@dataclass
+class _Call:
+    """What one fetch_paid call learns besides the preflight's passage."""
 
-    def judge(self) -> Judge:
-        return judge_for(self.policy, self.rules, listed=self.listed)
-
-
-def load_context(db: Database, principal: Principal, host: str, now: datetime) -> AgentContext:
-    """The calling agent, its policy and rules in force, its wallet, and whether the catalog lists
-    `host`."""
-    assert principal.agent_id is not None
-    with db.read() as session:
-        agent, policy = agent_with_policy(session, principal, principal.agent_id)
-        return AgentContext(
-            agent,
-            policy,
-            active_wallet(session, agent),
-            listing_for(session, host) is not None,
-            tuple(rules_for_agent(session, agent, now=now)),
-        )
+    key: str
+    agent: Agent | None = None
+    answer: PaidOutcome | PendingOutcome | None = None  # the key already answers the call
+    held: PaymentIntent | None = None  # an approved held payment, to authorise after every check
+    reservation: ledger.Reservation | None = None
 
 
 class PurchaseService:
@@ -128,6 +103,9 @@ class PurchaseService:
         self._chain = chain
         self._clock = clock
         self._settlement = SettlementChecker(db=db, chain=chain, clock=clock)
+        self._preflight = Preflight(
+            sellers=sellers, assets=settings.assets, timeout_ms=settings.fetch_timeout_ms, clock=clock, db=db
+        )
         self._follow_ups: set[asyncio.Task[PaymentIntent]] = set()
         self._min_time_for_paid_request = min(MIN_SECONDS_FOR_PAID_REQUEST, settings.fetch_timeout_ms / 4000)
 
@@ -154,87 +132,118 @@ class PurchaseService:
     async def fetch_paid(
         self, principal: Principal, request: FetchPaidInput
     ) -> FreeOutcome | PaidOutcome | PendingOutcome:
-        # One deadline for the whole exchange with the seller: the request, its redirects and the
-        # paid request.
-        deadline = anyio.current_time() + self._settings.fetch_timeout_ms / 1000
-        try:
-            context = await self._db.run(load_context, self._db, principal, request.host, self._clock.now())
-        except SQLAlchemyError as exc:
-            log.exception("could not load the agent's policy")
-            raise ControlPlaneUnavailable() from exc
-        if not host_allowed(context.policy, request.host, listed=context.listed):
-            await self._db.run(self._audit_host_denied, principal, context.agent, request)
-            raise HostNotAllowed(host=request.host)
-
         fingerprint = request_fingerprint(request)
-        held: PaymentIntent | None = None
-        if request.idempotency_key is not None:
-            existing, approval = await self._db.run(
-                self._find_intent, principal, context.agent.id, request.idempotency_key
-            )
-            if existing is not None:
-                if existing.status != IntentStatus.CREATED or existing.fingerprint != fingerprint:
-                    return await self._resume(principal, existing, fingerprint)
-                assert approval is not None
-                if approvals.effective_status(approval, self._clock.now()) != ApprovalStatus.APPROVED:
-                    approvals.raise_if_closed(approval, self._clock.now())
-                    return self._pending(existing, approval)
-                held = existing  # approved: every check runs again below, then it pays once
-        key = request.idempotency_key or new_idempotency_key()
-        if context.wallet is not None:
-            self._prefetch_balances(context.policy, context.wallet)
+        call = _Call(key=request.idempotency_key or new_idempotency_key())
 
-        try:
-            first = await self._sellers.fetch(
-                SellerRequest(request.method, request.url, request.headers, request.body),
-                deadline=deadline,
-                judge=context.judge(),
-            )
-        except LocationDenied as denied:
-            await self._db.run(self._audit_denied_before_request, principal, context.agent, denied)
-            raise PolicyDenied.of(denied.decision) from None
+        async def before_request(context: AgentContext) -> bool:
+            call.agent = context.agent
+            if request.idempotency_key is not None:
+                call.answer = await self._replay(
+                    principal, context.agent, request.idempotency_key, fingerprint, call
+                )
+                if call.answer is not None:
+                    return True
+            if context.wallet is not None:
+                self._prefetch_balances(context.policy, context.wallet)
+            return False
+
+        async def decide(facts: ledger.PurchaseFacts) -> Decision | None:
+            # The decision and the reservation against every cap are one transaction.
+            assert call.agent is not None
+            if call.held is not None:
+                call.reservation = await self._db.run(
+                    self._authorize_held, principal, call.agent, call.held.id, facts
+                )
+            else:
+                call.reservation = await self._db.run(self._reserve, principal, call.agent, facts)
+            return call.reservation.decision
+
+        plan = Plan(
+            principal=principal,
+            read_balance=self._balance_of,
+            decide=decide,
+            before_request=before_request,
+            key=call.key,
+            fingerprint=fingerprint,
+            min_seconds_to_pay=self._min_time_for_paid_request,
+        )
+        passage = await self._preflight.run(request, plan)
+        if call.answer is not None:
+            return call.answer
+        if passage.error is not None:
+            await self._audit_failed_step(principal, request, passage)
+            raise passage.error
+        first, context, reservation = passage.first, passage.context, call.reservation
+        assert first is not None
+        assert context is not None
         if first.status != 402:
             return FreeOutcome(first.status, request.host, body_of(first), first.redirect_not_followed)
-
-        offered = read_offer(first, request, context.policy, self._settings)
-        challenge, selection = offered.challenge, offered.selection
-        if context.wallet is None:
-            raise WalletNotConfigured()
-        await self._check_balance(principal, context.agent, context.wallet, selection)
-        if deadline - anyio.current_time() < self._min_time_for_paid_request:
-            raise SellerTimeout()
-
-        facts = purchase_facts(
-            request,
-            first,
-            offered,
-            key=key,
-            fingerprint=fingerprint,
-            payer=context.wallet.address,
-            wallet_mode=context.wallet.mode,
-        )
-        if held is not None:
-            reservation = await self._db.run(self._authorize_held, principal, context.agent, held.id, facts)
-        else:
-            reservation = await self._db.run(self._reserve, principal, context.agent, facts)
+        assert reservation is not None
+        assert context.wallet is not None
+        assert passage.offered is not None
         if reservation.kind == "existing":
             assert reservation.intent is not None
             return await self._resume(principal, reservation.intent, fingerprint)
-        if reservation.kind == "denied":
-            assert reservation.decision is not None
-            raise PolicyDenied.of(reservation.decision)
         if reservation.kind == "queue_full":
             raise ApprovalQueueFull()
         assert reservation.intent is not None
         if reservation.kind == "held":
             assert reservation.approval is not None
             return self._pending(reservation.intent, reservation.approval)
+        offered = passage.offered
         outcome = await self._pay(
-            principal, reservation.intent, context.wallet, challenge, selection, first, request, deadline
+            principal,
+            reservation.intent,
+            context.wallet,
+            offered.challenge,
+            offered.selection,
+            first,
+            request,
+            passage.deadline,
         )
         if HoldReason.CATALOG_NEW_HOST in outcome.intent.decision.get("coveredHolds", ()):
             await self._db.run(self._add_catalog_host, principal, context.agent, request.host)
         return outcome
+
+    async def _replay(
+        self, principal: Principal, agent: Agent, key: str, fingerprint: str, call: _Call
+    ) -> PaidOutcome | PendingOutcome | None:
+        """The answer for a key that already names a purchase, if there is one before paying again;
+        an approved held payment is kept in `call.held`: every check runs again, then it pays once."""
+        existing, approval = await self._db.run(self._find_intent, principal, agent.id, key)
+        if existing is None:
+            return None
+        if existing.status != IntentStatus.CREATED or existing.fingerprint != fingerprint:
+            return await self._resume(principal, existing, fingerprint)
+        assert approval is not None
+        if approvals.effective_status(approval, self._clock.now()) != ApprovalStatus.APPROVED:
+            approvals.raise_if_closed(approval, self._clock.now())
+            return self._pending(existing, approval)
+        call.held = existing
+        return None
+
+    async def _audit_failed_step(
+        self, principal: Principal, request: FetchPaidInput, passage: Passage
+    ) -> None:
+        """What the audit keeps of a payment refused before anything was signed."""
+        context = passage.context
+        if context is None:
+            return
+        if passage.failed == Step.HOST:
+            await self._db.run(self._audit_host_denied, principal, context.agent, request)
+        elif passage.denied is not None:
+            await self._db.run(self._audit_denied_before_request, principal, context.agent, passage.denied)
+        elif isinstance(passage.error, InsufficientFunds):
+            assert context.wallet is not None
+            assert passage.selection is not None
+            await self._db.run(
+                self._audit_insufficient,
+                principal,
+                context.agent,
+                context.wallet,
+                passage.selection,
+                passage.error,
+            )
 
     def _reserve(self, principal: Principal, agent: Agent, facts: ledger.PurchaseFacts) -> ledger.Reservation:
         with self._db.write() as session:
@@ -286,39 +295,16 @@ class PurchaseService:
                 now=self._clock.now(),
             )
 
-    async def _check_balance(
-        self, principal: Principal, agent: Agent, wallet: Wallet, selection: Selection
-    ) -> None:
-        """Advisory: with an RPC for the network, refuse before signing when the wallet cannot pay.
-
-        The balance can change before the seller settles, and an RPC that does not answer skips
-        the check; the seller's facilitator has the last word either way.
-        """
+    async def _balance_of(self, owner: str, selection: Selection) -> int | None:
+        """The wallet's balance for the preflight's wallet step: a value already known, unless it
+        says the wallet cannot pay; then (or with nothing known yet, joining the read started with
+        the seller's first request) only the chain's fresh answer counts."""
         balances = self._chain.balances
-        where = {"network": selection.network, "asset": selection.asset, "owner": wallet.address}
+        where = {"network": selection.network, "asset": selection.asset, "owner": owner}
         balance = balances.known(**where)
         if balance is None or balance < selection.amount_atomic:
-            # Nothing known yet (join the read started with the seller's first request), or a
-            # value that says the wallet cannot pay: only the chain's fresh answer may refuse.
             balance = await balances.read(**where)
-        if balance is None or balance >= selection.amount_atomic:
-            return
-        network_name = SUPPORTED_NETWORKS.get(selection.network, selection.network)
-        have = format_usd(balance, atomic=True)
-        need = format_usd(selection.amount_atomic, atomic=True)
-        short = f"{wallet.address[:6]}…{wallet.address[-4:]}"
-        await self._db.run(self._audit_insufficient, principal, agent, wallet, selection, have, need)
-        raise InsufficientFunds(
-            summary=(
-                f"Wallet {short} holds {have} USDC on {network_name}, and this payment needs {need} USDC. "
-                "Nothing was signed or paid."
-            ),
-            payer=wallet.address,
-            network=selection.network,
-            networkName=network_name,
-            balanceUsdc=have,
-            amountUsdc=need,
-        )
+        return balance
 
     def _prefetch_balances(self, policy: Policy, wallet: Wallet) -> None:
         """Start reading the wallet's balance on each network the policy pays on, unless a value
@@ -332,7 +318,12 @@ class PurchaseService:
                 self._chain.balances.prefetch(**where)
 
     def _audit_insufficient(
-        self, principal: Principal, agent: Agent, wallet: Wallet, selection: Selection, have: str, need: str
+        self,
+        principal: Principal,
+        agent: Agent,
+        wallet: Wallet,
+        selection: Selection,
+        error: InsufficientFunds,
     ) -> None:
         with self._db.write() as session:
             audit(
@@ -344,8 +335,8 @@ class PurchaseService:
                 data={
                     "payer": wallet.address,
                     "network": selection.network,
-                    "balanceUsd": have,
-                    "amountUsd": need,
+                    "balanceUsd": error.extra["balanceUsdc"],
+                    "amountUsd": error.extra["amountUsdc"],
                 },
                 now=self._clock.now(),
             )

@@ -96,6 +96,16 @@ def test_no_problem_with_a_funded_wallet_exits_0(
         (NETWORK, "0.01", seller.pay_to, True)
     ]
     assert (found["chatRules"], found["ruleBlocks"]) == ([], [])
+    # The preflight fetch_paid runs, without the account's steps.
+    assert [(seen["step"], seen["status"]) for seen in found["steps"]] == [
+        ("context", "skipped"),
+        ("host", "skipped"),
+        ("request", "passed"),
+        ("offer", "passed"),
+        ("wallet", "passed"),
+        ("facts", "skipped"),
+        ("decision", "skipped"),
+    ]
     assert seller.payment_signature_counts == before  # doctor never pays
 
 

@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from server.mcp.schemas.common import timestamp_or_none, usd
 from server.payments.diagnosis import Cause, Diagnosis, Status
 from server.payments.diagnosis_report import explain, issue_report
+from server.payments.preflight import Step, StepStatus
 
 
 class CauseView(BaseModel):
@@ -65,6 +66,15 @@ class RuleBlockView(BaseModel):
     resetsAt: str | None
 
 
+class StepView(BaseModel):
+    """One step of the preflight fetch_paid runs: passed, failed (with the error fetch_paid would
+    return), skipped, not_needed (no payment asked) or not_reached."""
+
+    step: Step
+    status: StepStatus
+    code: str | None
+
+
 class DiagnosisResult(BaseModel):
     status: Status
     summary: str
@@ -78,6 +88,7 @@ class DiagnosisResult(BaseModel):
     wallet: WalletView | None
     chatRules: list[ChatRuleView]
     ruleBlocks: list[RuleBlockView]
+    steps: list[StepView]
     issueReport: str
 
 
@@ -150,6 +161,7 @@ def diagnosis(d: Diagnosis) -> dict[str, Any]:
             )
             for block in d.rule_blocks
         ],
+        steps=[StepView(step=seen.step, status=seen.status, code=seen.code) for seen in d.steps],
         issueReport=issue_report(d),
     )
     return result.model_dump(mode="json")
