@@ -42,9 +42,9 @@ from server.kit.db import Database
 from server.kit.errors import InvalidInput, PaywardenError
 from server.kit.ids import new_id
 from server.models import ClientDocumentFailure, OAuthClient
-from server.models.enums import ClientKind
 from server.sellers.client import SellerClient, SellerRequest
 from server.sellers.errors import PrivateAddressBlocked, SellerTimeout
+from server.vocabulary import ClientKind
 
 MAX_DOCUMENT_BYTES = 16 * 1024
 MAX_URL = 500

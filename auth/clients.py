@@ -38,7 +38,7 @@ from server.audit.service import record as audit
 from server.kit.errors import InputReason, InvalidInput
 from server.kit.ids import new_id
 from server.models import Agent, OAuthClient, OAuthGrant
-from server.models.enums import ClientKind
+from server.vocabulary import ClientKind
 
 REGISTERED_PREFIX = "pwc_"
 AUTH_METHODS = ("none", "client_secret_basic", "client_secret_post")

@@ -21,7 +21,7 @@ from auth.repository import DelegableAgentRepository, GrantRepository, TokenRepo
 from auth.sessions import SignedIn
 from server.audit.service import record as audit
 from server.models import Agent, OAuthClient, OAuthGrant
-from server.models.enums import ClientKind
+from server.vocabulary import ClientKind
 
 
 @dataclass(frozen=True)

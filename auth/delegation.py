@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from auth.scopes import AGENT_SCOPES, READ_SCOPES, Scope
 from server.models import Agent, Member
-from server.models.enums import Role
+from server.vocabulary import Role
 
 ANY_AGENT_ROLES = frozenset({Role.OWNER, Role.ADMIN})
 

@@ -67,7 +67,7 @@ from auth.token_families import (
 from auth.tokens import hash_secret
 from server.audit.service import record as audit
 from server.models import AccessToken, AuthorizationCode, Member, OAuthClient, OAuthGrant
-from server.models.enums import ClientKind, TokenKind
+from server.vocabulary import ClientKind, TokenKind
 
 CODE_TTL_SECONDS = 60
 SUPPORTED_AUTH_METHODS = ["none", "client_secret_basic", "client_secret_post"]

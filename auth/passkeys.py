@@ -62,7 +62,7 @@ from auth.repository import (
 from server.audit.service import record as audit
 from server.kit.ids import new_id
 from server.models import Member, MemberPasskey, WebAuthnChallenge
-from server.models.enums import ChallengePurpose
+from server.vocabulary import ChallengePurpose
 
 ENROLL_PREFIX = "pw_en_"
 ENROLL_TTL = timedelta(hours=24)  # PAYWARDEN_ENROLL_TTL; a link is a credential in an email

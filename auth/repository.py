@@ -35,7 +35,7 @@ from server.models import (
     WebAuthnChallenge,
     WebSession,
 )
-from server.models.enums import ChallengePurpose, ClientKind, Role, StepUpAction, TokenKind
+from server.vocabulary import ChallengePurpose, ClientKind, Role, StepUpAction, TokenKind
 
 
 def _changed(result: Any) -> int:

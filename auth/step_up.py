@@ -29,7 +29,7 @@ from auth.sessions import SignedIn
 from server.audit.service import record as audit
 from server.kit.ids import new_id
 from server.models import StepUp
-from server.models.enums import StepUpAction
+from server.vocabulary import StepUpAction
 
 DOMAIN = b"paywarden/step-up/v1"
 STEP_UP_TTL = timedelta(minutes=2)

@@ -38,7 +38,7 @@ from auth.tokens import ACCESS_PREFIX, REFRESH_PREFIX, hash_secret, new_secret
 from server.audit.service import record as audit
 from server.kit.ids import new_id
 from server.models import AccessToken, OAuthClient, OAuthGrant
-from server.models.enums import TokenKind
+from server.vocabulary import TokenKind
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from server.audit.service import record as audit
 from server.kit.errors import InputReason, InvalidInput, PaywardenError
 from server.kit.ids import new_id
 from server.models import AccessToken
-from server.models.enums import TokenKind
+from server.vocabulary import TokenKind
 
 ACCESS_PREFIX = "pw_at_"
 REFRESH_PREFIX = "pw_rt_"

@@ -16,7 +16,7 @@ from auth.scopes import Scope
 from auth.tokens import ACCESS_PREFIX, hash_secret
 from server.kit.clock import Clock
 from server.kit.db import Database
-from server.models.enums import TokenKind
+from server.vocabulary import TokenKind
 
 _TOKEN_SHAPE = re.compile(r"^pw_at_[A-Za-z0-9_-]{40,60}$")
 # A connection's "last used" is written at most this often, not on every request.

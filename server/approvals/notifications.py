@@ -40,8 +40,8 @@ from server.kit.db import Database
 from server.kit.ids import new_id
 from server.kit.money import format_usd
 from server.models import Approval, ApprovalNotification, AuditEvent
-from server.models.enums import ApprovalStatus, HoldReason, NotificationStatus
 from server.settings import BASE_SEPOLIA, SUPPORTED_NETWORKS
+from server.vocabulary import ApprovalStatus, HoldReason, NotificationStatus
 
 log = logging.getLogger("paywarden.notifications")
 

@@ -11,7 +11,7 @@ from sqlmodel import col, select
 
 from server.kit.repository import Reader, TenantRepository
 from server.models import Agent, Approval, ApprovalNotification, AuditEvent, Member, Organization
-from server.models.enums import ApprovalStatus, NotificationStatus
+from server.vocabulary import ApprovalStatus, NotificationStatus
 
 
 class ApprovalRepository(TenantRepository[Approval]):

@@ -45,8 +45,8 @@ from server.kit.db import lock_org
 from server.kit.ids import new_id
 from server.kit.money import format_usd
 from server.models import Approval, Member, MemberPasskey, PaymentIntent, WebAuthnChallenge
-from server.models.enums import ApprovalStatus, ChallengePurpose, HoldReason
 from server.tenancy.service import find_member
+from server.vocabulary import ApprovalStatus, ChallengePurpose, HoldReason
 
 RETRY_WINDOW = timedelta(minutes=10)
 MAX_PENDING_PER_AGENT = 5

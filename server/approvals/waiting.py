@@ -16,7 +16,7 @@ from auth.principal import Principal
 from server.approvals import service
 from server.kit.clock import Clock
 from server.kit.db import Database
-from server.models.enums import ApprovalStatus
+from server.vocabulary import ApprovalStatus
 
 POLL_INTERVAL_S = 2.0
 

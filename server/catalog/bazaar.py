@@ -30,8 +30,8 @@ from server.catalog.errors import DiscoveryUnreadable
 from server.catalog.imports import Draft, ImportReport, Skipped, SkipReason, add_candidates, host_of_url
 from server.catalog.service import METHODS, Offered
 from server.catalog.verification import cheapest_per_network
-from server.models.enums import CatalogSource
 from server.sellers.client import SellerClient, SellerRequest
+from server.vocabulary import CatalogSource
 from server.x402.challenge import Offer
 from server.x402.selection import Selection, assess
 

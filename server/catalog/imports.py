@@ -19,7 +19,7 @@ from server.catalog.service import Offered, add_entry, clean_host
 from server.kit.errors import InvalidInput
 from server.kit.money import atomic_to_usd
 from server.models import CatalogEntry
-from server.models.enums import CatalogSource
+from server.vocabulary import CatalogSource
 
 
 class SkipReason:

@@ -22,7 +22,7 @@ from server.catalog.imports import Draft, ImportReport, Skipped, add_candidates,
 from server.catalog.service import Offered
 from server.kit.errors import InputReason
 from server.kit.money import AmountError, parse_usd, usd_to_atomic
-from server.models.enums import CatalogSource
+from server.vocabulary import CatalogSource
 
 SEED_FORMAT = "paywarden-catalog-seed/1"
 SHIPPED_SEED = Path(__file__).with_name("seed") / "sellers.json"

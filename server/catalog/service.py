@@ -26,10 +26,10 @@ from server.kit.errors import InputReason, InvalidInput
 from server.kit.ids import new_id
 from server.kit.money import AmountError, usd_to_atomic
 from server.models import CatalogEntry, CatalogOffer
-from server.models.enums import CatalogSource, PayToMode, SuspensionReason
 from server.policy.engine import CatalogListing
 from server.policy.hosts import HostPatternError, normalize_host
 from server.settings import SUPPORTED_NETWORKS
+from server.vocabulary import CatalogSource, PayToMode, SuspensionReason
 
 __all__ = ["EntryNotFound", "HostAlreadyListed", "NotACandidate", "PayeesUnknown"]
 

@@ -33,8 +33,8 @@ from server.kit.clock import Clock
 from server.kit.db import Database
 from server.kit.errors import PaywardenError
 from server.models import CatalogEntry, CatalogOffer
-from server.models.enums import PayToMode, SuspensionReason
 from server.sellers.client import SellerClient, SellerRequest, SellerResponse
+from server.vocabulary import PayToMode, SuspensionReason
 from server.x402.challenge import Challenge, ChallengeError, decode_challenge, host_of
 from server.x402.headers import PAYMENT_REQUIRED
 from server.x402.instructions import challenge_reads_like_instructions

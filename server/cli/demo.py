@@ -15,7 +15,6 @@ from auth.tokens import issue_access_token
 from server.cli import schemas
 from server.cli.context import cli_context
 from server.cli.output import emit, reported_errors
-from server.models.enums import Role
 from server.policy.service import PolicyChanges, set_policy
 from server.settings import BASE_SEPOLIA
 from server.tenancy.service import (
@@ -28,6 +27,7 @@ from server.tenancy.service import (
     find_member,
     find_org,
 )
+from server.vocabulary import Role
 
 DEMO_ORG = "demo"
 DEMO_AGENT = "demo-agent"

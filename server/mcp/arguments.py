@@ -11,8 +11,8 @@ from typing import Annotated, Any
 
 from pydantic import Field, ValidatorFunctionWrapHandler, WithJsonSchema, WrapValidator
 
-from server.models.enums import Origin as OriginValue
 from server.payments.inputs import MAX_BODY_BYTES, METHODS, QUOTE_METHODS
+from server.vocabulary import Origin as OriginValue
 
 Url = Annotated[
     Any,

@@ -40,10 +40,10 @@ from server.approvals.waiting import wait_for_decision
 from server.kit.errors import PaywardenError
 from server.mcp.approval_state import ApprovalState, ApprovalStateSealer, state_expiry
 from server.mcp.transport import DISCONNECTED_KEY
-from server.models.enums import ApprovalPrompt, ApprovalStatus
 from server.payments.inputs import FetchPaidInput
 from server.payments.results import FreeOutcome, PaidOutcome, PendingOutcome
 from server.services import Services
+from server.vocabulary import ApprovalPrompt, ApprovalStatus
 
 TOOL = "fetch_paid"
 INPUT_KEY = "approval"

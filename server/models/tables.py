@@ -13,7 +13,7 @@ from sqlalchemy import JSON, BigInteger, Column, Index, Integer, LargeBinary, Te
 from sqlmodel import Field, SQLModel
 
 from server.models.base import EnumColumn, UTCDateTime
-from server.models.enums import (
+from server.vocabulary import (
     ApprovalStatus,
     CatalogSource,
     ChallengePurpose,

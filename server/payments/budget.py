@@ -16,7 +16,6 @@ from server.catalog.service import listed_hosts
 from server.kit.clock import next_utc_midnight
 from server.kit.money import atomic_to_usd, usd_to_atomic
 from server.models import Agent, OutOfPolicyFinding
-from server.models.enums import RuleKind, RuleScope, RuleWindow
 from server.payments.usage import usage_for
 from server.payments.watch import recent_findings
 from server.policy.engine import host_allowed, via_catalog
@@ -25,6 +24,7 @@ from server.policy.rule_service import rules_for_agent
 from server.policy.rules import Rule
 from server.policy.windows import window_end
 from server.tenancy.service import agent_with_policy
+from server.vocabulary import RuleKind, RuleScope, RuleWindow
 
 WARNING_LEVEL = Decimal("0.8")
 

@@ -34,7 +34,6 @@ from auth.principal import Principal
 from server.chain.service import ChainService
 from server.kit.clock import Clock
 from server.kit.db import Database
-from server.models.enums import HoldReason, RuleKind, RuleScope, RuleSource, RuleWindow
 from server.payments import ledger
 from server.payments.diagnosis_reading import (
     AcceptSeen,
@@ -55,6 +54,7 @@ from server.policy.windows import window_end
 from server.sellers.client import SellerClient, SellerResponse
 from server.settings import ProbeSettings, Settings
 from server.tenancy.service import get_agent
+from server.vocabulary import HoldReason, RuleKind, RuleScope, RuleSource, RuleWindow
 from server.x402.challenge import Challenge
 from server.x402.instructions import challenge_reads_like_instructions
 from server.x402.selection import Selection

@@ -29,7 +29,6 @@ from server.catalog.service import Listing, is_category, listing_of, search_list
 from server.catalog.text import query_terms
 from server.kit.errors import InputReason, InvalidInput
 from server.models import Agent, CatalogOffer
-from server.models.enums import HoldReason
 from server.payments.ledger import Standing, standing
 from server.payments.repository import IntentRepository
 from server.payments.usage import context_of
@@ -37,6 +36,7 @@ from server.policy.engine import Payment
 from server.policy.service import PolicyNotFound
 from server.settings import BASE_SEPOLIA, SUPPORTED_NETWORKS
 from server.tenancy.service import get_agent
+from server.vocabulary import HoldReason
 
 MAX_QUERY = 200
 DEFAULT_LIMIT = 5

@@ -14,8 +14,8 @@ from auth.passkeys import RelyingParty
 from auth.principal import Principal
 from server.approvals import service as approvals
 from server.models import Approval, Member, MemberPasskey, WebAuthnChallenge
-from server.models.enums import ApprovalStatus, IntentStatus
 from server.payments.ledger import close_held
+from server.vocabulary import ApprovalStatus, IntentStatus
 
 
 def decide_break_glass(

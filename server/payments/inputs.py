@@ -12,9 +12,9 @@ from urllib.parse import urlsplit
 
 from server.kit.errors import InputReason, InvalidInput
 from server.kit.money import AmountError, parse_usd
-from server.models.enums import Origin
 from server.sellers.addresses import AddressPolicy, IPAddress, parse_ip_literal
 from server.sellers.urls import InvalidHostName, Target, canonical_host, parse_target
+from server.vocabulary import Origin
 from server.x402.headers import PAYMENT_HEADERS
 
 MAX_HEADERS = 32

@@ -30,12 +30,12 @@ from server.chain.service import ChainService
 from server.kit.clock import Clock
 from server.kit.db import Database, lock_org
 from server.models import PaymentIntent
-from server.models.enums import IntentStatus
 from server.payments import holds
 from server.payments.errors import NEVER_SENT_FAILURES
 from server.payments.ledger import update_intent
 from server.payments.repository import IntentRepository
 from server.payments.settlement import MISMATCH_PREFIX, SettlementChecker
+from server.vocabulary import IntentStatus
 
 log = logging.getLogger("paywarden.reconciler")
 

@@ -23,7 +23,6 @@ from server.kit.db import lock_org
 from server.kit.ids import new_id
 from server.kit.money import format_usd, usd_to_atomic
 from server.models import Agent, Approval, PaymentIntent
-from server.models.enums import ApprovalStatus, HoldReason, IntentStatus, Origin, WalletMode
 from server.payments.errors import ApprovalMismatch, IllegalTransition
 from server.payments.repository import IntentRepository
 from server.payments.states import SETTLED_STAYS, transition
@@ -33,6 +32,7 @@ from server.policy.model import Policy
 from server.policy.rule_service import rules_for_agent
 from server.policy.rules import Rule
 from server.policy.service import current_policy
+from server.vocabulary import ApprovalStatus, HoldReason, IntentStatus, Origin, WalletMode
 from server.x402.authorization import derive_nonce, validity_window
 from server.x402.selection import Selection
 

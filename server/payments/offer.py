@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from server.kit.money import atomic_to_usd, format_usd
-from server.models.enums import WalletMode
 from server.payments.errors import AmountExceedsMax, InvalidPaymentRequired, NoPayableEntry, ResourceMismatch
 from server.payments.inputs import FetchPaidInput
 from server.payments.ledger import PurchaseFacts
 from server.sellers.client import SellerResponse
 from server.sellers.urls import InvalidHostName, canonical_host
+from server.vocabulary import WalletMode
 from server.x402.challenge import Challenge, ChallengeError, decode_challenge, host_of
 from server.x402.headers import PAYMENT_REQUIRED
 from server.x402.instructions import challenge_reads_like_instructions

@@ -34,7 +34,6 @@ from server.kit.db import Database
 from server.kit.errors import PaywardenError
 from server.kit.money import format_usd
 from server.models import Agent, Wallet
-from server.models.enums import WalletMode
 from server.payments.errors import (
     ControlPlaneUnavailable,
     HostNotAllowed,
@@ -62,6 +61,7 @@ from server.sellers.client import Judge, SellerClient, SellerRequest, SellerResp
 from server.sellers.errors import SellerTimeout
 from server.settings import SUPPORTED_NETWORKS
 from server.tenancy.service import agent_with_policy
+from server.vocabulary import WalletMode
 from server.wallets.service import active_wallet
 from server.x402.challenge import Challenge
 from server.x402.selection import Selection

@@ -35,7 +35,6 @@ from server.kit.clock import Clock
 from server.kit.db import Database
 from server.kit.errors import PaywardenError
 from server.models import Agent, Approval, PaymentIntent, Wallet
-from server.models.enums import ApprovalStatus, HoldReason, IntentStatus
 from server.payments import ledger
 from server.payments.answer import receipt_of, seller_reason
 from server.payments.errors import (
@@ -70,6 +69,7 @@ from server.sellers.client import REDIRECT_STATUSES, SellerClient, SellerRequest
 from server.sellers.errors import ResponseLost
 from server.settings import Settings
 from server.signers.base import SignerError
+from server.vocabulary import ApprovalStatus, HoldReason, IntentStatus
 from server.wallets.service import signer_for
 from server.x402.authorization import build_authorization, payment_header, typed_data
 from server.x402.challenge import Challenge

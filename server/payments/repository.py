@@ -28,7 +28,7 @@ from server.kit.repository import (
     scoped,
 )
 from server.models import Agent, ChainScanCursor, OutOfPolicyFinding, PaymentIntent, Wallet
-from server.models.enums import IntentStatus, RuleScope
+from server.vocabulary import IntentStatus, RuleScope
 
 COUNTED = (
     IntentStatus.AUTHORIZED,

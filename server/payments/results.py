@@ -11,8 +11,8 @@ from typing import Any
 
 from server.kit.money import format_usd
 from server.models import Approval, PaymentIntent
-from server.models.enums import IntentStatus
 from server.sellers.client import SellerResponse
+from server.vocabulary import IntentStatus
 
 _TEXT_TYPES = (
     "text/",

@@ -30,11 +30,11 @@ from server.kit.clock import Clock
 from server.kit.db import Database
 from server.kit.money import format_usd
 from server.models import PaymentIntent
-from server.models.enums import IntentStatus
 from server.payments import ledger
 from server.payments.errors import NEVER_SENT_FAILURES
 from server.payments.repository import IN_FLIGHT
 from server.payments.states import transition
+from server.vocabulary import IntentStatus
 
 log = logging.getLogger("paywarden.chain")
 

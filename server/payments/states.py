@@ -11,8 +11,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from server.models import PaymentIntent
-from server.models.enums import IntentStatus
 from server.payments.errors import IllegalTransition
+from server.vocabulary import IntentStatus
 
 S = IntentStatus
 

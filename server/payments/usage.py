@@ -16,13 +16,13 @@ from sqlmodel import Session
 from server.catalog.service import listing_for
 from server.kit.clock import utc_day_start
 from server.models import Agent
-from server.models.enums import RuleKind, RuleScope
 from server.payments.errors import NEVER_SENT_FAILURES
 from server.payments.repository import IntentRepository, SpendFilter
 from server.policy.engine import CatalogListing, Context, Usage
 from server.policy.model import Policy
 from server.policy.rules import Rule
 from server.policy.windows import window_start
+from server.vocabulary import RuleKind, RuleScope
 
 
 def rule_filter(rule: Rule, agent: Agent) -> SpendFilter:

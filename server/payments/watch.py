@@ -37,9 +37,9 @@ from server.kit.db import Database, lock_org
 from server.kit.ids import new_id
 from server.kit.money import format_usd
 from server.models import ChainScanCursor, OutOfPolicyFinding, PaymentIntent
-from server.models.enums import FindingKind, IntentStatus
 from server.payments.errors import NEVER_SENT_FAILURES
 from server.payments.repository import FindingRepository, IntentRepository, WalletOwner, WatchRepository
+from server.vocabulary import FindingKind, IntentStatus
 
 log = logging.getLogger("paywarden.chain")
 

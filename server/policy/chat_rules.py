@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from server.kit.money import AmountError, parse_usd, usd_to_atomic
-from server.models.enums import RuleKind, RuleWindow
 from server.policy.rules import RuleError, RuleReason, clean_terms
+from server.vocabulary import RuleKind, RuleWindow
 
 CHAT_KINDS = (RuleKind.LIMIT, RuleKind.DENY)
 MAX_ACTIVE_CHAT_RULES = 10

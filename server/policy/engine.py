@@ -22,10 +22,10 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from server.kit.money import usd_to_atomic
-from server.models.enums import DenyReason, HoldReason, RuleKind, RuleScope
 from server.policy.hosts import host_matches_any
 from server.policy.model import Policy
 from server.policy.rules import Rule
+from server.vocabulary import DenyReason, HoldReason, RuleKind, RuleScope
 
 Outcome = Literal["allow", "deny", "hold"]
 

@@ -17,7 +17,7 @@ from sqlmodel.sql.expression import SelectOfScalar
 
 from server.kit.repository import Reader, TenantRepository
 from server.models import PolicyVersion, RuleVersion
-from server.models.enums import RuleScope, RuleSource
+from server.vocabulary import RuleScope, RuleSource
 
 # The columns a rule is made of, in the order `RuleVersionRepository.in_force_rows` returns them.
 RULE_COLUMNS = (

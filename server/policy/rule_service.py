@@ -24,7 +24,6 @@ from server.kit.errors import PaywardenError
 from server.kit.ids import new_id
 from server.kit.money import format_usd, usd_to_atomic
 from server.models import Agent, RuleVersion
-from server.models.enums import RuleKind, RuleScope, RuleSource, RuleWindow
 from server.policy.chat_rules import MAX_ACTIVE_CHAT_RULES, MAX_PROPOSALS_PER_HOUR, Proposal
 from server.policy.repository import RuleVersionRepository
 from server.policy.rules import (
@@ -35,6 +34,7 @@ from server.policy.rules import (
     RuleTarget,
     clean_terms,
 )
+from server.vocabulary import RuleKind, RuleScope, RuleSource, RuleWindow
 
 # The functions that write rules; a static test checks which MCP tools can reach them.
 WRITERS = ("add_rule", "change_rule", "remove_rule", "create_default_rules", "propose_chat_rule")

@@ -13,11 +13,11 @@ from datetime import datetime
 from enum import StrEnum
 
 from server.kit.errors import InvalidInput
-from server.models.enums import RuleKind, RuleScope, RuleSource
-from server.models.enums import RuleWindow as Window
 from server.policy.hosts import HostPatternError, host_matches, normalize_pattern
 from server.policy.windows import WINDOWS
 from server.sellers.urls import canonical_path_prefix
+from server.vocabulary import RuleKind, RuleScope, RuleSource
+from server.vocabulary import RuleWindow as Window
 
 SCOPES: tuple[RuleScope, ...] = tuple(RuleScope)
 KINDS: tuple[RuleKind, ...] = tuple(RuleKind)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from server.models.enums import RuleWindow as Window
+from server.vocabulary import RuleWindow as Window
 
 WINDOWS: tuple[Window, ...] = tuple(Window)
 

@@ -18,7 +18,6 @@ from server.audit.service import record as audit
 from server.kit.errors import InputReason, InvalidInput, PaywardenError
 from server.kit.ids import new_id
 from server.models import Agent, Member, Organization, Team
-from server.models.enums import Role, RuleScope
 from server.policy.model import Policy
 from server.policy.rule_service import ScopeNotFound, create_default_rules
 from server.policy.rules import RuleTarget
@@ -30,6 +29,7 @@ from server.tenancy.repository import (
     OrganizationRepository,
     TeamRepository,
 )
+from server.vocabulary import Role, RuleScope
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._-]{0,119}$")
 _EMAIL = re.compile(r"^[^@\s]{1,64}@[A-Za-z0-9.-]{1,189}\.[A-Za-z]{2,63}$")

@@ -13,9 +13,9 @@ from server.kit.crypto import MasterKey
 from server.kit.errors import PaywardenError
 from server.kit.ids import new_id
 from server.models import Agent, Wallet
-from server.models.enums import WalletMode
 from server.signers.base import Signer, SignerError
 from server.signers.local_key import LocalKeySigner
+from server.vocabulary import WalletMode
 from server.wallets.repository import WalletRepository
 
 _KEY = re.compile(r"^(0x)?[0-9a-fA-F]{64}$")

@@ -38,7 +38,7 @@ from auth.oauth_server import (
 from auth.scopes import SCOPE_DESCRIPTIONS
 from server.kit.errors import PaywardenError
 from server.models import Agent
-from server.models.enums import ClientKind
+from server.vocabulary import ClientKind
 from server.web.http import (
     CORS_HEADERS,
     NO_STORE,

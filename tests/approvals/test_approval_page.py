@@ -21,7 +21,7 @@ from server.approvals.confirmation import challenge_for
 from server.kit.clock import FrozenClock
 from server.kit.db import Database
 from server.models import Approval, AuditEvent, Organization, PaymentIntent, WebAuthnChallenge
-from server.models.enums import Role
+from server.vocabulary import Role
 from tests.mcp.test_no_policy_writes import _call_graph, _reachable
 from tests.support.chain import free_port
 from tests.support.ledger import CENT, PAYEE, facts, reserve_now

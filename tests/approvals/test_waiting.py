@@ -10,8 +10,8 @@ import pytest
 
 from server.approvals.waiting import wait_for_decision
 from server.kit.db import Database
-from server.models.enums import ApprovalStatus
 from server.payments import holds
+from server.vocabulary import ApprovalStatus
 from tests.support.clocks import ShiftedClock
 from tests.support.ledger import facts, reserve_now
 from tests.support.paywarden import settings_for

@@ -31,9 +31,7 @@ def test_the_code_keeps_every_import_contract() -> None:
 
 
 def test_an_upward_import_breaks_the_build(tmp_path: Path) -> None:
-    for package in ("server", "auth"):
-        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    _copy_of_the_code(tmp_path)
     money = tmp_path / "server" / "kit" / "money.py"
     money.write_text(money.read_text() + "\nimport server.payments.ledger  # an upward import\n")
 
@@ -41,3 +39,35 @@ def test_an_upward_import_breaks_the_build(tmp_path: Path) -> None:
 
     assert result.returncode != 0
     assert "server.kit is not allowed to import server.payments" in result.stdout
+
+
+def _copy_of_the_code(tmp_path: Path) -> None:
+    for package in ("server", "auth"):
+        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+
+
+def test_a_table_in_the_policy_engine_breaks_the_build(tmp_path: Path) -> None:
+    _copy_of_the_code(tmp_path)
+    engine = tmp_path / "server" / "policy" / "engine.py"
+    engine.write_text(engine.read_text() + "\nimport server.models  # tables in the engine\n")
+
+    result = _lint(tmp_path)
+
+    assert result.returncode != 0
+    assert "The policy engine is pure" in result.stdout
+    assert "server.policy.engine is not allowed to import server.models" in result.stdout
+
+
+def test_loading_the_policy_engine_loads_no_table_and_no_database_library() -> None:
+    """The engine and its rules decide from values: importing them brings in neither the ORM nor a
+    single table (the vocabulary they share with the tables is `server.vocabulary`)."""
+    probe = (
+        "import sys, server.policy.engine, server.policy.chat_rules;"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in {'sqlmodel', 'sqlalchemy'}"
+        " or m.startswith('server.models') or m == 'server.kit.db'))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True
+    )
+    assert loaded.stdout.strip() == "[]"

@@ -42,14 +42,6 @@ from server.models import (
     RuleVersion,
     Wallet,
 )
-from server.models.enums import (
-    ChallengePurpose,
-    FindingKind,
-    NotificationStatus,
-    RuleKind,
-    RuleScope,
-    RuleWindow,
-)
 from server.payments.repository import FindingRepository, IntentRepository
 from server.policy.repository import PolicyVersionRepository, RuleVersionRepository
 from server.policy.rule_service import RuleNotFound, ScopeNotFound, add_rule, change_rule, remove_rule
@@ -71,6 +63,14 @@ from server.tenancy.service import (
     find_team,
     get_agent,
     rule_target,
+)
+from server.vocabulary import (
+    ChallengePurpose,
+    FindingKind,
+    NotificationStatus,
+    RuleKind,
+    RuleScope,
+    RuleWindow,
 )
 from server.wallets.repository import WalletRepository
 from tests.support.ledger import PAYER, USDC, facts, reserve_now

@@ -14,7 +14,7 @@ from server.kit.crypto import MasterKey
 from server.kit.db import Database
 from server.kit.migrations import alembic_config, current_revision, head_revision, upgrade
 from server.models import Agent, AuditEvent, Organization, Wallet
-from server.models.enums import WalletMode
+from server.vocabulary import WalletMode
 from tests.support.audit import add_plain_event, chain, drop_append_only_triggers, edit, rehash, remove
 from tests.support.cli import run_cli
 from tests.support.clocks import written

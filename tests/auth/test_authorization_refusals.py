@@ -12,7 +12,7 @@ from auth.tokens import hash_secret
 from server.kit.clock import FrozenClock
 from server.kit.db import Database
 from server.models import AccessToken, AuditEvent
-from server.models.enums import Role
+from server.vocabulary import Role
 from tests.support.oauth import (
     CALLBACK,
     Person,

@@ -8,10 +8,10 @@ from decimal import Decimal
 
 from sqlmodel import Session
 
-from server.models.enums import RuleScope
 from server.policy.rule_service import add_rule
 from server.policy.rules import Rule
 from server.tenancy.service import rule_target
+from server.vocabulary import RuleScope
 from tests.support.principals import OPERATOR
 
 ACTOR = "bench:setup"

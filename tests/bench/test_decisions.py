@@ -30,12 +30,12 @@ import pytest
 
 from server.kit.clock import SystemClock
 from server.kit.db import Database
-from server.models.enums import RuleScope
 from server.policy.engine import Context, Payment, Usage, compile_rules, evaluate
 from server.policy.model import Policy, host_patterns
 from server.policy.rules import Rule
 from server.policy.service import PolicyChanges, set_policy
 from server.tenancy.service import create_agent, create_org, get_agent
+from server.vocabulary import RuleScope
 from tests.bench.data import add_org_rule
 from tests.bench.harness import ROOT, BenchSettings, BenchTable, Row, quick, rate, setting
 from tests.bench.profiling import profiled

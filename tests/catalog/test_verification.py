@@ -19,8 +19,8 @@ from server.jobs.runner import JobRunner
 from server.kit.clock import FrozenClock
 from server.kit.db import Database
 from server.models import CatalogEntry
-from server.models.enums import PayToMode, SuspensionReason
 from server.sellers.client import SellerClient
+from server.vocabulary import PayToMode, SuspensionReason
 from tests.support.chain import TestToken, free_port
 from tests.support.cli import run_cli
 from tests.support.clocks import frozen_clock, written

@@ -22,9 +22,9 @@ from server.chain.service import ChainService
 from server.kit.clock import SystemClock
 from server.kit.db import Database
 from server.models import AuditEvent, PaymentIntent
-from server.models.enums import IntentStatus
 from server.payments.jobs import SettlementReconciler
 from server.policy.service import PolicyChanges
+from server.vocabulary import IntentStatus
 from tests.support.chain import Anvil, TestToken, free_port, fresh_wallet
 from tests.support.fixtures_chain import FundedWallet
 from tests.support.hostile_seller import (  # noqa: F401 (pytest finds fixtures by their registered names)

@@ -20,11 +20,11 @@ from sqlmodel import select
 from server.kit.clock import SystemClock
 from server.kit.db import Database
 from server.models import Approval, AuditEvent, PaymentIntent
-from server.models.enums import RuleScope
 from server.policy.model import ChallengeRules
 from server.policy.rule_service import add_rule
 from server.policy.rules import RuleTarget
 from server.policy.service import PolicyChanges
+from server.vocabulary import RuleScope
 from tests.support.chain import Anvil, TestToken
 from tests.support.fixtures_chain import FundedWallet
 from tests.support.hostile_seller import HostileSeller, fixture_hostile_seller  # noqa: F401

@@ -19,9 +19,9 @@ from mcp import Client
 
 from server.kit.clock import SystemClock
 from server.kit.db import Database
-from server.models.enums import RuleScope
 from server.policy.rule_service import add_rule
 from server.policy.rules import RuleTarget
+from server.vocabulary import RuleScope
 from tests.support.chain import Anvil, TestToken, fresh_wallet
 from tests.support.crafted_seller import CraftedSeller, fixture_crafted_seller  # noqa: F401
 from tests.support.fixtures_chain import FundedWallet

@@ -13,12 +13,12 @@ import pytest
 from auth.principal import Principal
 from auth.scopes import Scope
 from server.kit.db import Database
-from server.models.enums import IntentStatus, RuleScope
 from server.payments import holds
 from server.payments.ledger import update_intent
 from server.policy.rule_service import add_rule, remove_rule, rules_of_org
 from server.policy.service import PolicyChanges
 from server.tenancy.service import rule_target
+from server.vocabulary import IntentStatus, RuleScope
 from tests.support.ledger import facts, reserve_now
 from tests.support.paywarden import RunningServer, error_of, mcp_client, serve, structured
 from tests.support.principals import OPERATOR

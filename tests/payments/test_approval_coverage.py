@@ -15,7 +15,6 @@ from server.approvals import service as approvals
 from server.approvals.errors import ApprovalNotPending
 from server.kit.db import Database
 from server.models import Approval, PaymentIntent
-from server.models.enums import RuleScope
 from server.payments import holds
 from server.payments.errors import ApprovalMismatch
 from server.payments.ledger import Reservation
@@ -23,6 +22,7 @@ from server.policy.rule_service import add_rule
 from server.policy.rules import RuleTarget
 from server.policy.service import PolicyChanges
 from server.settings import Settings
+from server.vocabulary import RuleScope
 from tests.support.clocks import written
 from tests.support.ledger import authorize_held_now, facts, reserve_now
 from tests.support.paywarden import settings_for

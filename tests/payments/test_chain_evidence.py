@@ -18,11 +18,11 @@ from server.chain.service import ChainService
 from server.kit.clock import utc_day_start
 from server.kit.db import Database
 from server.models import AuditEvent, PaymentIntent
-from server.models.enums import IntentStatus, RuleScope
 from server.payments.errors import NEVER_SENT_FAILURES
 from server.payments.jobs import ExpireAuthorizations, SettlementReconciler
 from server.payments.ledger import update_intent
 from server.payments.repository import IntentRepository, SpendFilter
+from server.vocabulary import IntentStatus, RuleScope
 from tests.support.chain import fresh_wallet
 from tests.support.clocks import chain_clock
 from tests.support.ledger import facts, reserve_now

@@ -13,10 +13,10 @@ from server.chain.service import ChainService
 from server.kit.clock import SystemClock
 from server.kit.db import Database
 from server.models import PaymentIntent
-from server.models.enums import IntentStatus
 from server.payments.jobs import SettlementReconciler
 from server.payments.ledger import update_intent
 from server.payments.settlement import SettlementChecker
+from server.vocabulary import IntentStatus
 from tests.support.chain import Anvil, TestToken, fresh_wallet
 from tests.support.clocks import chain_clock
 from tests.support.fixtures_chain import FundedWallet

@@ -21,12 +21,12 @@ from server.catalog.service import suspend
 from server.kit.db import Database
 from server.kit.errors import InvalidInput
 from server.models import PaymentIntent, PolicyVersion
-from server.models.enums import IntentStatus, RuleKind, RuleScope, SuspensionReason, WalletMode
 from server.payments.discovery import SearchInput, SearchOutcome, search_paid_apis, validate_search
 from server.policy.rule_service import add_rule
 from server.policy.rules import RuleTarget
 from server.policy.service import PolicyChanges
 from server.settings import Settings
+from server.vocabulary import IntentStatus, RuleKind, RuleScope, SuspensionReason, WalletMode
 from tests.support.catalog import generate_catalog, generated_rows, list_seller
 from tests.support.paywarden import settings_for
 from tests.support.tenants import AgentSetup, change_policy, make_agent

@@ -16,7 +16,6 @@ from server.catalog.service import find_listed
 from server.chain.service import ChainService
 from server.kit.db import Database
 from server.models import Agent, AuditEvent, PaymentIntent
-from server.models.enums import IntentStatus, RuleScope
 from server.payments import holds
 from server.payments.errors import ApprovalMismatch, IllegalTransition
 from server.payments.jobs import ExpireAuthorizations
@@ -26,6 +25,7 @@ from server.policy.rules import Rule
 from server.policy.service import PolicyChanges
 from server.settings import Settings
 from server.tenancy.service import rule_target
+from server.vocabulary import IntentStatus, RuleScope
 from tests.support.clocks import frozen_clock, written
 from tests.support.ledger import CENT, PAYEE, agent_of, authorize_held_now, facts, reserve_now
 from tests.support.paywarden import settings_for

@@ -21,10 +21,10 @@ from sqlalchemy.engine import Connection
 
 from server.kit.clock import SystemClock
 from server.kit.db import Database
-from server.models.enums import IntentStatus, RuleScope, RuleWindow
 from server.payments.errors import NEVER_SENT_FAILURES
 from server.payments.repository import IntentRepository, SpendFilter
 from server.policy.windows import window_start
+from server.vocabulary import IntentStatus, RuleScope, RuleWindow
 from tests.support.payment_rows import write_payments
 from tests.support.paywarden import settings_for
 from tests.support.principals import OPERATOR

@@ -12,9 +12,9 @@ import pytest
 from server.chain.service import ChainService
 from server.kit.db import Database
 from server.models import PaymentIntent
-from server.models.enums import IntentStatus
 from server.payments.jobs import ExpireAuthorizations
 from server.payments.ledger import update_intent
+from server.vocabulary import IntentStatus
 from tests.support.chain import fresh_wallet
 from tests.support.clocks import chain_clock
 from tests.support.ledger import facts, reserve_now

@@ -9,11 +9,11 @@ from datetime import UTC, datetime
 import pytest
 
 from server.kit.db import Database
-from server.models.enums import IntentStatus
 from server.payments import holds
 from server.payments.fingerprint import request_fingerprint
 from server.payments.inputs import validate_fetch_paid
 from server.payments.ledger import update_intent
+from server.vocabulary import IntentStatus
 from tests.support.ledger import authorize_held_now, facts, reserve_now
 from tests.support.paywarden import RunningServer, error_of, mcp_client, serve, structured
 from tests.support.principals import OPERATOR

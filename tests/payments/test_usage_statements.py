@@ -16,7 +16,6 @@ from sqlalchemy.engine import Connection
 
 from server.kit.clock import SystemClock
 from server.kit.db import Database
-from server.models.enums import RuleScope
 from server.payments.budget import budget
 from server.payments.errors import NEVER_SENT_FAILURES
 from server.payments.ledger import standing
@@ -25,6 +24,7 @@ from server.payments.usage import rule_filter
 from server.policy.rule_service import add_rule, rules_for_agent
 from server.policy.windows import window_start
 from server.tenancy.service import get_agent, rule_target
+from server.vocabulary import RuleScope
 from tests.support.payment_rows import write_payments
 from tests.support.paywarden import settings_for
 from tests.support.principals import OPERATOR

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from server.models.enums import RuleKind, RuleScope, RuleWindow
 from server.policy.engine import (
     HOLD_ORDER,
     REASON_ORDER,
@@ -22,6 +21,7 @@ from server.policy.engine import (
 )
 from server.policy.model import ChallengeRules, Policy, Velocity
 from server.policy.rules import Rule
+from server.vocabulary import RuleKind, RuleScope, RuleWindow
 
 PAYEE = "0x1111111111111111111111111111111111111111"
 OTHER = "0x2222222222222222222222222222222222222222"

@@ -18,12 +18,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from server.models.enums import RuleKind, RuleScope, RuleSource, RuleWindow
 from server.policy.chat_rules import parse_proposal
 from server.policy.engine import REASON_ORDER, CatalogListing, Context, Payment, Usage, evaluate
 from server.policy.model import ChallengeRules, Policy, Velocity
 from server.policy.rules import Rule, RuleError
 from server.policy.windows import window_start
+from server.vocabulary import RuleKind, RuleScope, RuleSource, RuleWindow
 from tests.support.clocks import written
 
 AGENTS = (0, 1, 2)

@@ -8,10 +8,10 @@ import itertools
 from dataclasses import replace
 from decimal import Decimal
 
-from server.models.enums import RuleKind, RuleScope, RuleWindow
 from server.policy.engine import Context, Payment, Usage, compile_rules, evaluate, judge_location
 from server.policy.model import Policy
 from server.policy.rules import Rule
+from server.vocabulary import RuleKind, RuleScope, RuleWindow
 
 POLICY = Policy(
     version=3,

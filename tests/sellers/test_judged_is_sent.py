@@ -22,7 +22,6 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from server.kit.errors import InvalidInput
-from server.models.enums import RuleKind, RuleScope
 from server.payments.inputs import validate_fetch_paid
 from server.policy.engine import judge_location
 from server.policy.hosts import HostPatternError, normalize_pattern
@@ -31,6 +30,7 @@ from server.policy.rules import Rule, clean_path_prefix
 from server.sellers.addresses import parse_ip_literal
 from server.sellers.client import SellerClient, SellerRequest, SellerResponse
 from server.sellers.urls import Target, parse_target
+from server.vocabulary import RuleKind, RuleScope
 from tests.support.hostile_seller import Exchange, ScriptedServer
 
 DENY_PREFIXES = ("/premium", "/a/", "/~u", "/free/premium", "/p!")

@@ -15,7 +15,7 @@ from server.kit.db import Database
 from server.kit.ids import new_id
 from server.kit.money import usd_to_atomic
 from server.models import CatalogEntry, CatalogOffer
-from server.models.enums import CatalogSource, PayToMode
+from server.vocabulary import CatalogSource, PayToMode
 
 # Topics of generated sellers, each with words a query can find. "weather" and "tide" are absent
 # on purpose: tests add the sellers that should match them.

@@ -6,9 +6,9 @@ from datetime import datetime
 
 from server.kit.db import Database
 from server.models import Agent
-from server.models.enums import WalletMode
 from server.payments.ledger import PurchaseFacts, Reservation, authorize_held, reserve
 from server.tenancy.service import get_agent
+from server.vocabulary import WalletMode
 from server.x402.challenge import Offer
 from server.x402.selection import Selection
 from tests.support.principals import OPERATOR

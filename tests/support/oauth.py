@@ -23,9 +23,9 @@ import httpx
 from auth.passkeys import reissue_enrollment
 from server.kit.clock import Clock
 from server.kit.db import Database
-from server.models.enums import Role
 from server.settings import Settings
 from server.tenancy.service import find_member
+from server.vocabulary import Role
 from tests.support.principals import OPERATOR
 from tests.support.soft_authenticator import SoftAuthenticator
 from tests.support.tenants import AgentSetup, make_agent, make_member

@@ -14,7 +14,6 @@ from server.catalog.service import add_entry
 from server.kit.clock import Clock, SystemClock
 from server.kit.crypto import MasterKey
 from server.kit.db import Database
-from server.models.enums import Role
 from server.policy.model import host_patterns
 from server.policy.service import KEEP, PolicyChanges, set_policy
 from server.settings import Settings
@@ -28,6 +27,7 @@ from server.tenancy.service import (
     find_team,
     get_agent,
 )
+from server.vocabulary import Role
 from server.wallets.service import import_local_key, parse_private_key
 from tests.support.principals import OPERATOR
 

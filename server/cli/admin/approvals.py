@@ -13,9 +13,9 @@ from server.approvals import service as approvals
 from server.cli import schemas
 from server.cli.context import cli_context
 from server.cli.output import JSON, emit, fail, reported_errors
-from server.models.enums import ApprovalStatus
 from server.payments import holds
 from server.tenancy.service import find_org
+from server.vocabulary import ApprovalStatus
 
 app = typer.Typer(help="Payments waiting for a human.", no_args_is_help=True)
 

@@ -30,9 +30,9 @@ from server.catalog.verification import CatalogVerifier, CheckResult
 from server.cli import schemas
 from server.cli.context import CliContext, cli_context
 from server.cli.output import JSON, emit, fail, reported_errors
-from server.models.enums import SuspensionReason
 from server.policy.model import usd_setting
 from server.sellers.client import SellerClient
+from server.vocabulary import SuspensionReason
 
 app = typer.Typer(help="The catalog of sellers.", no_args_is_help=True)
 

@@ -7,11 +7,11 @@ import typer
 from server.cli import schemas
 from server.cli.context import cli_context
 from server.cli.output import JSON, emit, reported_errors
-from server.models.enums import RuleKind, RuleScope, RuleWindow
 from server.policy.model import usd_setting
 from server.policy.rule_service import add_rule
 from server.policy.rules import RuleTarget
 from server.tenancy.service import create_org, find_org, set_approval_ttl
+from server.vocabulary import RuleKind, RuleScope, RuleWindow
 
 app = typer.Typer(help="Organisations.", no_args_is_help=True)
 

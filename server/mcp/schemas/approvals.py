@@ -8,7 +8,7 @@ from pydantic import BaseModel
 
 from server.approvals.service import AgentView
 from server.mcp.schemas.common import timestamp, timestamp_or_none, usd
-from server.models.enums import ApprovalStatus, HoldReason
+from server.vocabulary import ApprovalStatus, HoldReason
 
 AgentStatus = Literal["pending", "approved", "denied", "expired", "superseded"]
 # A consumed approval was approved and paid: the agent sees `approved`, with the intent it paid.

@@ -8,8 +8,8 @@ from pydantic import BaseModel
 
 from server.mcp.schemas.common import dollars, timestamp, usd, usd_or_none
 from server.models import OutOfPolicyFinding
-from server.models.enums import FindingKind, RuleScope, RuleSource, RuleWindow
 from server.payments.budget import Budget, CapLevel, Limit, LimitedBy, MemberCap, RuleUse
+from server.vocabulary import FindingKind, RuleScope, RuleSource, RuleWindow
 
 
 class EffectiveCap(BaseModel):

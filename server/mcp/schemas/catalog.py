@@ -9,8 +9,8 @@ from pydantic import BaseModel
 
 from server.mcp.content import fence
 from server.mcp.schemas.common import timestamp, usd
-from server.models.enums import PayToMode
 from server.payments.discovery import Found, Sample, SearchOutcome
+from server.vocabulary import PayToMode
 
 
 class ReliabilityView(BaseModel):

@@ -8,8 +8,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from server.mcp.schemas.common import timestamp, usd
 from server.models import PaymentIntent
-from server.models.enums import ApprovalPrompt, HoldReason, IntentStatus
 from server.payments.results import MEDIA_TYPE_PATTERN, Body, FreeOutcome, PaidOutcome, PendingOutcome
+from server.vocabulary import ApprovalPrompt, HoldReason, IntentStatus
 
 
 class BodyMeta(BaseModel):

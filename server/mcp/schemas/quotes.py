@@ -7,9 +7,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from server.mcp.schemas.common import usd, usd_or_none
-from server.models.enums import HoldReason
 from server.payments.errors import PolicyDenied
 from server.payments.quote import Quote, QuoteOutcome
+from server.vocabulary import HoldReason
 
 
 class QuoteResult(BaseModel):

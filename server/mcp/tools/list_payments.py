@@ -15,9 +15,9 @@ from server.mcp.context import principal_for
 from server.mcp.errors import to_tool_error
 from server.mcp.schemas import payments as schema
 from server.mcp.schemas.payments import ListPaymentsResult
-from server.models.enums import IntentStatus
 from server.payments import ledger
 from server.services import Services
+from server.vocabulary import IntentStatus
 
 DESCRIPTION = (
     "List this agent's most recent payments, newest first: status, amount, network, the host that "

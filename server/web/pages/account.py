@@ -19,7 +19,7 @@ from auth.passkeys import (
 )
 from auth.sessions import SESSION_COOKIE, end_all_sessions
 from server.models import MemberPasskey
-from server.models.enums import ChallengePurpose, StepUpAction
+from server.vocabulary import ChallengePurpose, StepUpAction
 from server.web.pages.ceremonies import options_answer, read_answer
 from server.web.pages.common import Visit
 

@@ -21,10 +21,10 @@ from server.approvals.errors import ApprovalNotFound
 from server.kit.errors import InputReason, InvalidInput
 from server.kit.money import format_usd
 from server.models import Agent, Approval, Organization, WebAuthnChallenge
-from server.models.enums import ApprovalStatus, ChallengePurpose, HoldReason, Role
 from server.payments import holds
 from server.settings import BASE_SEPOLIA, SUPPORTED_NETWORKS
 from server.tenancy.service import find_org, get_agent, set_approval_ttl
+from server.vocabulary import ApprovalStatus, ChallengePurpose, HoldReason, Role
 from server.web.pages.ceremonies import options_answer, read_answer
 from server.web.pages.common import Visit
 

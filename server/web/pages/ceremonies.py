@@ -11,7 +11,7 @@ from auth import rate_limits
 from auth.errors import PasskeyCheckFailed
 from auth.passkeys import Ceremony, claim_challenge
 from server.models import WebAuthnChallenge
-from server.models.enums import ChallengePurpose
+from server.vocabulary import ChallengePurpose
 from server.web.http import count, json_body
 from server.web.pages.common import Visit
 

@@ -9,8 +9,8 @@ from auth.passkeys import Ceremony, member_for_enrollment, register_passkey, reg
 from auth.principal import Principal
 from auth.sessions import start_session
 from server.models import Member
-from server.models.enums import ChallengePurpose
 from server.tenancy.service import find_org
+from server.vocabulary import ChallengePurpose
 from server.web.pages.ceremonies import claimed, options_answer, read_answer
 from server.web.pages.common import Visit
 from server.web.pages.destinations import HOME

@@ -6,7 +6,7 @@ from starlette.responses import Response
 
 from auth.passkeys import Ceremony, authenticate, authentication_options
 from auth.sessions import SESSION_COOKIE, end_session, start_session
-from server.models.enums import ChallengePurpose
+from server.vocabulary import ChallengePurpose
 from server.web.pages.ceremonies import claimed, options_answer, read_answer
 from server.web.pages.common import Visit
 from server.web.pages.destinations import after_sign_in
