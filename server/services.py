@@ -24,11 +24,11 @@ from server.kit.clock import Clock, SystemClock
 from server.kit.crypto import MasterKey, MasterKeyMissing, load_or_create_master_key_file
 from server.kit.db import Database
 from server.kit.migrations import has_table
-from server.payments.diagnosis import DiagnosisService
-from server.payments.jobs import ExpireAuthorizations, SettlementReconciler
+from server.payments.preflight.diagnosis import DiagnosisService
+from server.payments.preflight.quote import QuoteService
 from server.payments.purchase import PurchaseService
-from server.payments.quote import QuoteService
-from server.payments.watch import OutOfPolicyWatch
+from server.payments.settlement.reconciler import ExpireAuthorizations, SettlementReconciler
+from server.payments.settlement.watch import OutOfPolicyWatch
 from server.sellers.client import SellerClient
 from server.settings import Settings
 from server.wallets.master_key import check_master_key, holds_sealed_secrets

@@ -15,7 +15,7 @@ command line (`decide_break_glass`). Both write the decision through `_record_de
 MCP tool can reach.
 
 Approvals never move payment intents: the payments domain closes a held intent when its approval
-is denied or expires (server/payments/holds.py).
+is denied or expires (server/payments/decisions.py).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
 - every `Approval` granting an allowance above zero (`approve()` or `permit()`).
 
 Whether a movement was a payment Paywarden allowed is decided against the ledger, in
-server/payments/watch.py.
+server/payments/settlement/watch.py.
 """
 
 from __future__ import annotations

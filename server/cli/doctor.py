@@ -17,8 +17,8 @@ import typer
 from server.cli import schemas
 from server.kit.clock import SystemClock
 from server.kit.errors import InputReason, InvalidInput, PaywardenError
-from server.payments.diagnosis import Diagnosis, Status, diagnose_without_account
 from server.payments.inputs import validate_fetch_paid
+from server.payments.preflight.diagnosis import Diagnosis, Status, diagnose_without_account
 from server.settings import ConfigError, load_probe_settings
 
 _WALLET = re.compile(r"^0x[0-9a-fA-F]{40}$")

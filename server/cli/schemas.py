@@ -33,8 +33,8 @@ from server.models import (
     Team,
     Wallet,
 )
-from server.payments.diagnosis import Diagnosis
-from server.payments.diagnosis_report import explain, issue_report
+from server.payments.preflight.diagnosis import Diagnosis
+from server.payments.preflight.report import explain, issue_report
 from server.policy.model import Policy
 from server.policy.rules import Rule
 

@@ -16,8 +16,8 @@ from server.catalog.service import listed_hosts
 from server.kit.clock import next_utc_midnight
 from server.kit.money import atomic_to_usd, usd_to_atomic
 from server.models import Agent, OutOfPolicyFinding
+from server.payments.settlement.watch import recent_findings
 from server.payments.usage import usage_for
-from server.payments.watch import recent_findings
 from server.policy.engine import host_allowed, via_catalog
 from server.policy.model import Policy
 from server.policy.rule_service import rules_for_agent

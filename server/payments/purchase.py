@@ -52,7 +52,7 @@ from server.payments.fingerprint import new_idempotency_key, request_fingerprint
 from server.payments.inputs import FetchPaidInput
 from server.payments.location import LocationDenied
 from server.payments.offer import check_max
-from server.payments.preflight import AgentContext, Passage, Plan, Preflight, Step
+from server.payments.preflight.pipeline import AgentContext, Passage, Plan, Preflight, Step
 from server.payments.results import (
     FreeOutcome,
     PaidOutcome,
@@ -61,7 +61,7 @@ from server.payments.results import (
     after_payment_fields,
     body_of,
 )
-from server.payments.settlement import SettlementChecker
+from server.payments.settlement.checks import SettlementChecker
 from server.policy.engine import Decision
 from server.policy.model import Policy
 from server.policy.service import add_catalog_host

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from server.kit.db import Database
-from server.payments import holds
+from server.payments import decisions
 from server.payments.errors import ApprovalMismatch
 from server.tenancy.service import find_org, set_approval_ttl
 from tests.support.clocks import written
@@ -36,7 +36,7 @@ def test_another_network_host_or_resource_needs_a_new_approval(db: Database, cha
     assert held.approval is not None
     assert held.intent is not None
     with db.write() as session:
-        holds.decide_break_glass(
+        decisions.decide_break_glass(
             session,
             OPERATOR,
             approval_id=held.approval.id,

@@ -10,7 +10,7 @@ import pytest
 
 from server.approvals.waiting import wait_for_decision
 from server.kit.db import Database
-from server.payments import holds
+from server.payments import decisions
 from server.vocabulary import ApprovalStatus
 from tests.support.clocks import ShiftedClock
 from tests.support.ledger import facts, reserve_now
@@ -31,7 +31,7 @@ def held(db: Database) -> tuple[str, str]:
 
 def decide(db: Database, approval_id: str, member: str, *, approve: bool) -> None:
     with db.write() as session:
-        holds.decide_break_glass(
+        decisions.decide_break_glass(
             session,
             OPERATOR,
             approval_id=approval_id,

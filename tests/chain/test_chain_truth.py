@@ -21,8 +21,8 @@ from server.chain.service import ChainService
 from server.kit.clock import SystemClock
 from server.kit.db import Database
 from server.models import AuditEvent, OutOfPolicyFinding, PaymentIntent, Wallet
-from server.payments.jobs import SettlementReconciler
-from server.payments.watch import OutOfPolicyWatch
+from server.payments.settlement.reconciler import SettlementReconciler
+from server.payments.settlement.watch import OutOfPolicyWatch
 from tests.support.chain import Anvil, TestToken, fresh_wallet, send_transaction
 from tests.support.fixtures_chain import FundedWallet
 from tests.support.hostile_seller import (  # noqa: F401 (pytest finds fixtures by their registered names)

@@ -16,7 +16,7 @@ from server.chain.settlement import (
     _matching_transfer,
     address_topic,
 )
-from server.payments.watch import classify_transfer
+from server.payments.settlement.watch import classify_transfer
 
 TOKEN = "0x" + "aa" * 20
 WALLET = "0x" + "bb" * 20

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from server.kit.db import Database
-from server.payments import holds
+from server.payments import decisions
 from server.policy.service import PolicyChanges
 from server.tenancy.service import get_agent
 from server.wallets.service import import_local_key, parse_private_key
@@ -47,7 +47,7 @@ async def test_a_retry_after_approval_runs_every_check_again(
         held = structured(await client.call_tool("fetch_paid", {"url": url, "maxAmountUsd": "0.05"}))
         assert held["status"] == "pending_approval"
         with db.write() as session:
-            holds.decide_break_glass(
+            decisions.decide_break_glass(
                 session,
                 OPERATOR,
                 approval_id=held["approvalId"],

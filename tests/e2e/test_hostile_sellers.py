@@ -22,7 +22,7 @@ from server.chain.service import ChainService
 from server.kit.clock import SystemClock
 from server.kit.db import Database
 from server.models import AuditEvent, PaymentIntent
-from server.payments.jobs import SettlementReconciler
+from server.payments.settlement.reconciler import SettlementReconciler
 from server.policy.service import PolicyChanges
 from server.vocabulary import IntentStatus
 from tests.support.chain import Anvil, TestToken, free_port, fresh_wallet

@@ -13,7 +13,7 @@ import pytest
 from auth.principal import Principal
 from auth.scopes import Scope
 from server.kit.db import Database
-from server.payments import holds
+from server.payments import decisions
 from server.payments.ledger import update_intent
 from server.policy.rule_service import add_rule, remove_rule, rules_of_org
 from server.policy.service import PolicyChanges
@@ -265,7 +265,7 @@ async def test_an_agent_sees_only_its_own_approvals(server: RunningServer, db: D
         error = error_of(await client.call_tool("get_approval_status", {"approvalId": "apr_nothing"}))
         assert error["code"] == "approval_not_found"
     with db.write() as session:
-        holds.decide_break_glass(
+        decisions.decide_break_glass(
             session, OPERATOR, approval_id=approval_id, approve=True, member_ref=member, via="test", now=now()
         )
     async with mcp_client(server.mcp_url, mine.token) as client:

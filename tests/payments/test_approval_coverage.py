@@ -15,7 +15,7 @@ from server.approvals import service as approvals
 from server.approvals.errors import ApprovalNotPending
 from server.kit.db import Database
 from server.models import Approval, PaymentIntent
-from server.payments import holds
+from server.payments import decisions
 from server.payments.errors import ApprovalMismatch
 from server.payments.ledger import Reservation
 from server.policy.rule_service import add_rule
@@ -40,7 +40,7 @@ def settings(db: Database) -> Settings:
 
 def approve(db: Database, approval_id: str, member: str, now: datetime = NOW + timedelta(minutes=1)) -> None:
     with db.write() as session:
-        holds.decide_break_glass(
+        decisions.decide_break_glass(
             session,
             OPERATOR,
             approval_id=approval_id,

@@ -19,9 +19,9 @@ from server.kit.clock import utc_day_start
 from server.kit.db import Database
 from server.models import AuditEvent, PaymentIntent
 from server.payments.errors import NEVER_SENT_FAILURES
-from server.payments.jobs import ExpireAuthorizations, SettlementReconciler
 from server.payments.ledger import update_intent
 from server.payments.repository import IntentRepository, SpendFilter
+from server.payments.settlement.reconciler import ExpireAuthorizations, SettlementReconciler
 from server.vocabulary import IntentStatus, RuleScope
 from tests.support.chain import fresh_wallet
 from tests.support.clocks import chain_clock

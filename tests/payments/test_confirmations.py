@@ -13,9 +13,9 @@ from server.chain.service import ChainService
 from server.kit.clock import SystemClock
 from server.kit.db import Database
 from server.models import PaymentIntent
-from server.payments.jobs import SettlementReconciler
 from server.payments.ledger import update_intent
-from server.payments.settlement import SettlementChecker
+from server.payments.settlement.checks import SettlementChecker
+from server.payments.settlement.reconciler import SettlementReconciler
 from server.vocabulary import IntentStatus
 from tests.support.chain import Anvil, TestToken, fresh_wallet
 from tests.support.clocks import chain_clock

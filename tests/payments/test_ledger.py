@@ -16,10 +16,10 @@ from server.catalog.service import find_listed
 from server.chain.service import ChainService
 from server.kit.db import Database
 from server.models import Agent, AuditEvent, PaymentIntent
-from server.payments import holds
+from server.payments import decisions
 from server.payments.errors import ApprovalMismatch, IllegalTransition
-from server.payments.jobs import ExpireAuthorizations
 from server.payments.ledger import update_intent
+from server.payments.settlement.reconciler import ExpireAuthorizations
 from server.policy.rule_service import add_rule, rules_for_agent
 from server.policy.rules import Rule
 from server.policy.service import PolicyChanges
@@ -200,7 +200,7 @@ def _approve(
     db: Database, approval_id: str, member_id: str, *, approve: bool = True, now: datetime = NOW
 ) -> None:
     with db.write() as session:
-        holds.decide_break_glass(
+        decisions.decide_break_glass(
             session,
             OPERATOR,
             approval_id=approval_id,

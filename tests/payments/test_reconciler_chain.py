@@ -12,8 +12,8 @@ import pytest
 from server.chain.service import ChainService
 from server.kit.db import Database
 from server.models import PaymentIntent
-from server.payments.jobs import ExpireAuthorizations
 from server.payments.ledger import update_intent
+from server.payments.settlement.reconciler import ExpireAuthorizations
 from server.vocabulary import IntentStatus
 from tests.support.chain import fresh_wallet
 from tests.support.clocks import chain_clock

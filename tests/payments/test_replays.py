@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from server.kit.db import Database
-from server.payments import holds
+from server.payments import decisions
 from server.payments.fingerprint import request_fingerprint
 from server.payments.inputs import validate_fetch_paid
 from server.payments.ledger import update_intent
@@ -109,7 +109,7 @@ async def test_held_keys_answer_for_their_approval(server: RunningServer, db: Da
         )
 
         with db.write() as session:
-            holds.decide_break_glass(
+            decisions.decide_break_glass(
                 session,
                 OPERATOR,
                 approval_id=denied.approval.id,
@@ -123,7 +123,7 @@ async def test_held_keys_answer_for_their_approval(server: RunningServer, db: Da
 
         # Approved and used by a payment that then failed: the approval cannot pay again.
         with db.write() as session:
-            holds.decide_break_glass(
+            decisions.decide_break_glass(
                 session,
                 OPERATOR,
                 approval_id=held.approval.id,

@@ -13,7 +13,7 @@ from server.approvals import service as approvals
 from server.cli import schemas
 from server.cli.context import cli_context
 from server.cli.output import JSON, emit, fail, reported_errors
-from server.payments import holds
+from server.payments import decisions
 from server.tenancy.service import find_org
 from server.vocabulary import ApprovalStatus
 
@@ -62,7 +62,7 @@ def approvals_decide(
         ctx.ready()
         now = ctx.clock.now()
         with ctx.db.write() as session:
-            approval = holds.decide_break_glass(
+            approval = decisions.decide_break_glass(
                 session,
                 ctx.principal,
                 approval_id=approval_id,

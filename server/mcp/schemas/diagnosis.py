@@ -9,9 +9,9 @@ from typing import Any
 from pydantic import BaseModel
 
 from server.mcp.schemas.common import timestamp_or_none, usd
-from server.payments.diagnosis import Cause, Diagnosis, Status
-from server.payments.diagnosis_report import explain, issue_report
-from server.payments.preflight import Step, StepStatus
+from server.payments.preflight.diagnosis import Cause, Diagnosis, Status
+from server.payments.preflight.pipeline import Step, StepStatus
+from server.payments.preflight.report import explain, issue_report
 
 
 class CauseView(BaseModel):

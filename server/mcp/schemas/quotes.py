@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict
 
 from server.mcp.schemas.common import usd, usd_or_none
 from server.payments.errors import PolicyDenied
-from server.payments.quote import Quote, QuoteOutcome
+from server.payments.preflight.quote import Quote, QuoteOutcome
 from server.vocabulary import HoldReason
 
 

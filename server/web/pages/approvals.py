@@ -21,7 +21,7 @@ from server.approvals.errors import ApprovalNotFound
 from server.kit.errors import InputReason, InvalidInput
 from server.kit.money import format_usd
 from server.models import Agent, Approval, Organization, WebAuthnChallenge
-from server.payments import holds
+from server.payments import decisions
 from server.settings import BASE_SEPOLIA, SUPPORTED_NETWORKS
 from server.tenancy.service import find_org, get_agent, set_approval_ttl
 from server.vocabulary import ApprovalStatus, ChallengePurpose, HoldReason, Role
@@ -282,7 +282,7 @@ async def decision_verify(visit: Visit) -> Response:
 
     def decide() -> Approval:
         with services.db.write() as session:
-            approval, _ = holds.decide_with_passkey(
+            approval, _ = decisions.decide_with_passkey(
                 session,
                 signed_in.principal,
                 member=signed_in.member,

@@ -16,7 +16,7 @@ Warnings never block a payment: no wallet known, balance not checked, instructio
 402, offers on mainnet and testnet at once, an x402 version that disagrees with the challenge's
 shape, some offers unpayable. Nothing the seller wrote comes back: its description and error are
 dropped, and any field of its offers that is not a simple token reads `[unreadable]` (see
-diagnosis_reading.py; the sentences and the issue report are diagnosis_report.py's).
+reading.py; the sentences and the issue report are report.py's).
 
 It never signs, reserves or records anything. `doctor` needs no database, account or key: only
 the RPC URLs, the assets, the timeout and the private-hosts switch (ProbeSettings).
@@ -35,7 +35,10 @@ from server.chain.service import ChainService
 from server.kit.clock import Clock
 from server.kit.db import Database
 from server.payments import ledger
-from server.payments.diagnosis_reading import (
+from server.payments.fingerprint import request_fingerprint
+from server.payments.inputs import FetchPaidInput
+from server.payments.preflight.pipeline import Passage, PayingWallet, Plan, Preflight, Step, StepSeen
+from server.payments.preflight.reading import (
     AcceptSeen,
     ChallengeProblem,
     RawChallenge,
@@ -45,9 +48,6 @@ from server.payments.diagnosis_reading import (
     read_raw,
     resource_host_seen,
 )
-from server.payments.fingerprint import request_fingerprint
-from server.payments.inputs import FetchPaidInput
-from server.payments.preflight import Passage, PayingWallet, Plan, Preflight, Step, StepSeen
 from server.payments.usage import context_for
 from server.policy.engine import Decision
 from server.policy.windows import window_end

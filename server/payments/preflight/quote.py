@@ -16,7 +16,7 @@ from server.kit.db import Database
 from server.payments import ledger
 from server.payments.fingerprint import request_fingerprint
 from server.payments.inputs import FetchPaidInput
-from server.payments.preflight import Plan, Preflight, Step
+from server.payments.preflight.pipeline import Plan, Preflight, Step
 from server.policy.engine import Decision
 from server.sellers.client import SellerClient
 from server.settings import Settings

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from server.kit.clock import isoformat
 from server.kit.money import format_usd
-from server.payments.diagnosis import Cause, Diagnosis, Status
+from server.payments.preflight.diagnosis import Cause, Diagnosis, Status
 from server.settings import SUPPORTED_NETWORKS
 
 PRODUCT = "Paywarden 0.1.0"

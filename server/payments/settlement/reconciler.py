@@ -30,11 +30,11 @@ from server.chain.service import ChainService
 from server.kit.clock import Clock
 from server.kit.db import Database, lock_org
 from server.models import PaymentIntent
-from server.payments import holds
+from server.payments import decisions
 from server.payments.errors import NEVER_SENT_FAILURES
 from server.payments.ledger import update_intent
 from server.payments.repository import IntentRepository
-from server.payments.settlement import MISMATCH_PREFIX, SettlementChecker
+from server.payments.settlement.checks import MISMATCH_PREFIX, SettlementChecker
 from server.vocabulary import IntentStatus
 
 log = logging.getLogger("paywarden.reconciler")
@@ -64,7 +64,7 @@ class ExpireAuthorizations:
 
     def _expire_approvals(self) -> int:
         with self._db.write() as session:
-            return len(holds.expire_lapsed(session, RECONCILER, now=self._clock.now()))
+            return len(decisions.expire_lapsed(session, RECONCILER, now=self._clock.now()))
 
     def _expire_unsent(self) -> int:
         now = self._clock.now()
