@@ -3,7 +3,7 @@ server and members' pages, and health endpoints.
 
 The MCP endpoint serves a stateful session to a client that opens one with `initialize` (protocol
 2025-11-25 and older: what lets a tool ask the person through URL elicitation mid-call) and answers
-every other request statelessly (server/mcp/transport.py). Requests that need no session can go
+every other request statelessly (server/mcp/endpoint.py). Requests that need no session can go
 to any process; a session's requests must reach the process that holds it (affinity on
 `Mcp-Session-Id`).
 """
@@ -26,9 +26,9 @@ from server.kit.bodies import BodyLimit, RequestTooLarge, limit_for_path
 from server.kit.clock import Clock
 from server.kit.logs import configure_logging
 from server.kit.migrations import current_revision, head_revision
-from server.mcp.auth import BearerAuthMiddleware
+from server.mcp.bearer import BearerAuthMiddleware
+from server.mcp.endpoint import McpTransport
 from server.mcp.server import build_mcp_server
-from server.mcp.transport import McpTransport
 from server.services import Services, build_services, open_master_key
 from server.settings import Settings, load_settings
 from server.web import health

@@ -15,7 +15,7 @@ from auth.sessions import Csrf
 from auth.token_families import TokenPolicy
 from auth.verifier import TokenVerifier
 from server.approvals.notifications import ApprovalNotifier
-from server.audit.chain import chain_key
+from server.audit.hash_chain import chain_key
 from server.audit.jobs import LogAuditHeads
 from server.catalog.verification import CatalogVerificationJob, CatalogVerifier
 from server.chain.service import ChainService

@@ -18,7 +18,7 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import context, op
 
-from server.audit.chain import ANCHOR_ACTOR, ANCHOR_TYPE, anchor_data, event_body, keyed_hash
+from server.audit.hash_chain import ANCHOR_ACTOR, ANCHOR_TYPE, anchor_data, event_body, keyed_hash
 from server.kit.ids import new_id
 from server.models.base import UTCDateTime
 

@@ -3,7 +3,7 @@
 Each event stores the HMAC-SHA256 (under a key derived from the master key) of its canonical
 JSON, which includes the previous event's hash: editing, deleting or reordering any event breaks
 the chain at that event, and someone who can write to the database but does not hold the master
-key cannot recompute the hashes after an edit (server/audit/chain.py). The database refuses
+key cannot recompute the hashes after an edit (server/audit/hash_chain.py). The database refuses
 UPDATE and DELETE on the table outright (triggers). Removing the newest events leaves a shorter
 chain that checks out; that is caught against a head recorded earlier (`heads`, logged by the
 server periodically, and `audit verify --expect-head`).
@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from sqlmodel import Session
 
-from server.audit.chain import ANCHOR_TYPE, GENESIS, anchor_data, event_body, keyed_hash, plain_hash
+from server.audit.hash_chain import ANCHOR_TYPE, GENESIS, anchor_data, event_body, keyed_hash, plain_hash
 from server.audit.repository import AuditRepository
 from server.kit.db import audit_key_of, lock_org
 from server.kit.ids import new_id

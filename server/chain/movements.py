@@ -14,14 +14,14 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from server.chain.service import ChainService
-from server.chain.settlement import (
+from server.chain.evidence import (
     APPROVAL_TOPIC,
     AUTHORIZATION_USED_TOPIC,
     TRANSFER_TOPIC,
     address_topic,
     topic_address,
 )
+from server.chain.service import ChainService
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from server.chain.balances import BalanceCache
-from server.chain.rpc import JsonRpc, RpcError
-from server.chain.settlement import (
+from server.chain.evidence import (
     ChainVerdict,
     ExpectedTransfer,
     SettlementFinding,
@@ -19,6 +18,7 @@ from server.chain.settlement import (
     judge,
     usdc_balance,
 )
+from server.chain.rpc import JsonRpc, RpcError
 
 LOG_CHUNK_BLOCKS = 2_000
 

@@ -8,7 +8,7 @@ from mcp.server.mcpserver import Context
 
 from auth.principal import Principal
 from auth.scopes import Scope
-from server.mcp.auth import BEARER_KEY, PRINCIPAL_KEY
+from server.mcp.bearer import BEARER_KEY, PRINCIPAL_KEY
 from server.mcp.errors import InsufficientScope, Unauthorized
 
 

@@ -39,7 +39,7 @@ from server.approvals.service import RETRY_WINDOW
 from server.approvals.waiting import wait_for_decision
 from server.kit.errors import PaywardenError
 from server.mcp.approval_state import ApprovalState, ApprovalStateSealer, state_expiry
-from server.mcp.transport import DISCONNECTED_KEY
+from server.mcp.endpoint import DISCONNECTED_KEY
 from server.payments.inputs import FetchPaidInput
 from server.payments.results import FreeOutcome, PaidOutcome, PendingOutcome
 from server.services import Services

@@ -20,7 +20,7 @@ from server.payments.settlement.watch import recent_findings
 from server.payments.usage import usage_for
 from server.policy.engine import host_allowed, via_catalog
 from server.policy.model import Policy
-from server.policy.rule_service import rules_for_agent
+from server.policy.rulebook import rules_for_agent
 from server.policy.rules import Rule
 from server.policy.windows import window_end
 from server.tenancy.service import agent_with_policy

@@ -29,12 +29,12 @@ from server.payments.states import SETTLED_STAYS, transition
 from server.payments.usage import context_for, usage_for
 from server.policy.engine import Context, Decision, Payment, RuleSet, Usage, compile_rules, evaluate
 from server.policy.model import Policy
-from server.policy.rule_service import rules_for_agent
+from server.policy.rulebook import rules_for_agent
 from server.policy.rules import Rule
 from server.policy.service import current_policy
 from server.vocabulary import ApprovalStatus, HoldReason, IntentStatus, Origin, WalletMode
-from server.x402.authorization import derive_nonce, validity_window
 from server.x402.selection import Selection
+from server.x402.transfer_authorization import derive_nonce, validity_window
 
 
 @dataclass(frozen=True)

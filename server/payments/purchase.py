@@ -71,9 +71,9 @@ from server.settings import Settings
 from server.signers.base import SignerError
 from server.vocabulary import ApprovalStatus, HoldReason, IntentStatus
 from server.wallets.service import signer_for
-from server.x402.authorization import build_authorization, payment_header, typed_data
 from server.x402.challenge import Challenge
 from server.x402.selection import Selection
+from server.x402.transfer_authorization import build_authorization, payment_header, typed_data
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Spending rules beyond an agent's own policy: limit, deny and hold rules, each scoped to an
 agent, a team, a member (the sum over that person's agents) or the whole organisation, with an
-optional host and path condition. Pure values; storage and versions live in rule_service.
+optional host and path condition. Pure values; storage and versions live in rulebook.
 
 Rules only ever restrict: a payment must pass every rule that applies to it, so adding a rule can
 never widen what an agent may pay.

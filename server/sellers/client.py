@@ -32,9 +32,9 @@ import httpx
 
 from server.kit.errors import InputReason, InvalidInput, PaywardenError
 from server.sellers.addresses import AddressPolicy
+from server.sellers.dialing import AddressGuard, GuardedBackend, GuardedTransport
 from server.sellers.errors import PrivateAddressBlocked, ResponseLost, SellerTimeout, SellerUnreachable
 from server.sellers.resolver import Resolver, SystemResolver
-from server.sellers.transport import AddressGuard, GuardedBackend, GuardedTransport
 from server.sellers.urls import Target, UrlProblem, parse_target, refused, resolve_reference
 
 MAX_REDIRECTS = 3

@@ -19,7 +19,7 @@ from server.kit.errors import InputReason, InvalidInput, PaywardenError
 from server.kit.ids import new_id
 from server.models import Agent, Member, Organization, Team
 from server.policy.model import Policy
-from server.policy.rule_service import ScopeNotFound, create_default_rules
+from server.policy.rulebook import ScopeNotFound, create_default_rules
 from server.policy.rules import RuleTarget
 from server.policy.service import create_initial_policy, policy_of_version
 from server.settings import SUPPORTED_NETWORKS

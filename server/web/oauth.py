@@ -15,7 +15,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from auth import rate_limits
-from auth.authorization import (
+from auth.clients import NewClient, client_name, is_document_url, register_client
+from auth.consent import (
     AuthorizationPageError,
     AuthorizationRequest,
     ClientRedirect,
@@ -24,7 +25,6 @@ from auth.authorization import (
     delegable_agents,
     deny,
 )
-from auth.clients import NewClient, client_name, is_document_url, register_client
 from auth.delegation import grantable_scopes
 from auth.errors import ClientDocumentUnusable, RateLimited
 from auth.oauth_server import (

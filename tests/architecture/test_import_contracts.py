@@ -63,7 +63,7 @@ def test_loading_the_policy_engine_loads_no_table_and_no_database_library() -> N
     """The engine and its rules decide from values: importing them brings in neither the ORM nor a
     single table (the vocabulary they share with the tables is `server.vocabulary`)."""
     probe = (
-        "import sys, server.policy.engine, server.policy.chat_rules;"
+        "import sys, server.policy.engine, server.policy.proposals;"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in {'sqlmodel', 'sqlalchemy'}"
         " or m.startswith('server.models') or m == 'server.kit.db'))"
     )

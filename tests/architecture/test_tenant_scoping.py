@@ -44,7 +44,7 @@ from server.models import (
 )
 from server.payments.repository import FindingRepository, IntentRepository
 from server.policy.repository import PolicyVersionRepository, RuleVersionRepository
-from server.policy.rule_service import RuleNotFound, ScopeNotFound, add_rule, change_rule, remove_rule
+from server.policy.rulebook import RuleNotFound, ScopeNotFound, add_rule, change_rule, remove_rule
 from server.policy.rules import RuleTarget
 from server.tenancy.repository import (
     AgentRepository,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from alembic import command
 
-from server.audit.chain import ANCHOR_TYPE, GENESIS
+from server.audit.hash_chain import ANCHOR_TYPE, GENESIS
 from server.audit.service import first_broken_link, record
 from server.kit.crypto import MasterKey
 from server.kit.db import Database

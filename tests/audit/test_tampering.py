@@ -11,7 +11,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.expression import Executable
 from sqlmodel import col
 
-from server.audit.chain import plain_hash
+from server.audit.hash_chain import plain_hash
 from server.audit.service import Head, first_broken_link, heads, record
 from server.kit.crypto import MasterKey
 from server.kit.db import Database

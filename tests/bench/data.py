@@ -8,7 +8,7 @@ from decimal import Decimal
 
 from sqlmodel import Session
 
-from server.policy.rule_service import add_rule
+from server.policy.rulebook import add_rule
 from server.policy.rules import Rule
 from server.tenancy.service import rule_target
 from server.vocabulary import RuleScope

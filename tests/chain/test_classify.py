@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from server.chain.movements import pair_authorizations
-from server.chain.settlement import (
+from server.chain.evidence import (
     AUTHORIZATION_USED_TOPIC,
     TRANSFER_TOPIC,
     ExpectedTransfer,
     _matching_transfer,
     address_topic,
 )
+from server.chain.movements import pair_authorizations
 from server.payments.settlement.watch import classify_transfer
 
 TOKEN = "0x" + "aa" * 20

@@ -21,7 +21,7 @@ from server.kit.clock import SystemClock
 from server.kit.db import Database
 from server.models import Approval, AuditEvent, PaymentIntent
 from server.policy.model import ChallengeRules
-from server.policy.rule_service import add_rule
+from server.policy.rulebook import add_rule
 from server.policy.rules import RuleTarget
 from server.policy.service import PolicyChanges
 from server.vocabulary import RuleScope

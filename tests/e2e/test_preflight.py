@@ -19,7 +19,7 @@ from mcp import Client
 
 from server.kit.clock import SystemClock
 from server.kit.db import Database
-from server.policy.rule_service import add_rule
+from server.policy.rulebook import add_rule
 from server.policy.rules import RuleTarget
 from server.vocabulary import RuleScope
 from tests.support.chain import Anvil, TestToken, fresh_wallet

@@ -20,13 +20,13 @@ from sqlmodel import select
 from server.kit.db import Database
 from server.mcp.server import TOOL_MODULES
 from server.models import PolicyVersion, RuleVersion
-from server.policy import rule_service
+from server.policy import rulebook
 from server.policy import service as policy_service
 from tests.support.paywarden import RunningServer, mcp_client, serve
 from tests.support.tenants import make_agent
 
 ROOT = Path(__file__).resolve().parents[2]
-WRITERS = set(policy_service.WRITERS) | set(rule_service.WRITERS)
+WRITERS = set(policy_service.WRITERS) | set(rulebook.WRITERS)
 # What each tool may reach: propose_rule adds restrict-only chat rules; fetch_paid adds a catalog
 # host to the allowed hosts only after a human approved and the payment went through.
 ALLOWED = {"propose_rule": {"propose_chat_rule"}, "fetch_paid": {"add_catalog_host"}}
@@ -102,8 +102,8 @@ def _reachable(start: set[str], graph: dict[str, set[str]]) -> set[str]:
 def test_writers_are_real_functions() -> None:
     for name in policy_service.WRITERS:
         assert callable(getattr(policy_service, name))
-    for name in rule_service.WRITERS:
-        assert callable(getattr(rule_service, name))
+    for name in rulebook.WRITERS:
+        assert callable(getattr(rulebook, name))
 
 
 def test_no_tool_can_reach_a_policy_writer_beyond_its_allowance() -> None:

@@ -15,7 +15,7 @@ from auth.scopes import Scope
 from server.kit.db import Database
 from server.payments import decisions
 from server.payments.ledger import update_intent
-from server.policy.rule_service import add_rule, remove_rule, rules_of_org
+from server.policy.rulebook import add_rule, remove_rule, rules_of_org
 from server.policy.service import PolicyChanges
 from server.tenancy.service import rule_target
 from server.vocabulary import IntentStatus, RuleScope

@@ -18,7 +18,7 @@ from server.models import Approval, PaymentIntent
 from server.payments import decisions
 from server.payments.errors import ApprovalMismatch
 from server.payments.ledger import Reservation
-from server.policy.rule_service import add_rule
+from server.policy.rulebook import add_rule
 from server.policy.rules import RuleTarget
 from server.policy.service import PolicyChanges
 from server.settings import Settings

@@ -22,7 +22,7 @@ from server.kit.db import Database
 from server.kit.errors import InvalidInput
 from server.models import PaymentIntent, PolicyVersion
 from server.payments.discovery import SearchInput, SearchOutcome, search_paid_apis, validate_search
-from server.policy.rule_service import add_rule
+from server.policy.rulebook import add_rule
 from server.policy.rules import RuleTarget
 from server.policy.service import PolicyChanges
 from server.settings import Settings

@@ -20,7 +20,7 @@ from server.payments import decisions
 from server.payments.errors import ApprovalMismatch, IllegalTransition
 from server.payments.ledger import update_intent
 from server.payments.settlement.reconciler import ExpireAuthorizations
-from server.policy.rule_service import add_rule, rules_for_agent
+from server.policy.rulebook import add_rule, rules_for_agent
 from server.policy.rules import Rule
 from server.policy.service import PolicyChanges
 from server.settings import Settings

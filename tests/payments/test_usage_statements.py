@@ -21,7 +21,7 @@ from server.payments.errors import NEVER_SENT_FAILURES
 from server.payments.ledger import standing
 from server.payments.repository import IntentRepository, SpendFilter
 from server.payments.usage import rule_filter
-from server.policy.rule_service import add_rule, rules_for_agent
+from server.policy.rulebook import add_rule, rules_for_agent
 from server.policy.windows import window_start
 from server.tenancy.service import get_agent, rule_target
 from server.vocabulary import RuleScope

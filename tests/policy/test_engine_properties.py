@@ -18,9 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from server.policy.chat_rules import parse_proposal
 from server.policy.engine import REASON_ORDER, CatalogListing, Context, Payment, Usage, evaluate
 from server.policy.model import ChallengeRules, Policy, Velocity
+from server.policy.proposals import parse_proposal
 from server.policy.rules import Rule, RuleError
 from server.policy.windows import window_start
 from server.vocabulary import RuleKind, RuleScope, RuleSource, RuleWindow

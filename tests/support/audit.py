@@ -9,7 +9,7 @@ from collections.abc import Callable
 from sqlalchemy import delete, text, update
 from sqlmodel import Session, col, select
 
-from server.audit.chain import GENESIS, event_body, keyed_hash, plain_hash
+from server.audit.hash_chain import GENESIS, event_body, keyed_hash, plain_hash
 from server.models import AuditEvent
 
 DROP_TRIGGERS = {

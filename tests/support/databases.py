@@ -15,7 +15,7 @@ from pathlib import Path
 
 import psycopg
 
-from server.audit.chain import chain_key
+from server.audit.hash_chain import chain_key
 from server.kit.crypto import MasterKey
 from server.kit.db import Database
 from server.kit.migrations import upgrade

@@ -18,7 +18,7 @@ from eth_account import Account
 from web3 import Web3
 
 from server.models import PaymentIntent
-from server.x402.authorization import TRANSFER_WITH_AUTHORIZATION_TYPES
+from server.x402.transfer_authorization import TRANSFER_WITH_AUTHORIZATION_TYPES
 from tests.support.chain import (
     CHAIN_ID,
     RECEIPT_TIMEOUT_S,

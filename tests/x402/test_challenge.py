@@ -10,7 +10,10 @@ import pytest
 from eth_account import Account
 from eth_account.messages import encode_typed_data
 
-from server.x402.authorization import (
+from server.x402.challenge import ChallengeError, decode_payment_required
+from server.x402.receipt import decode_payment_response
+from server.x402.selection import NoPayableEntry, select_offer
+from server.x402.transfer_authorization import (
     MAX_WINDOW_SECONDS,
     build_authorization,
     derive_nonce,
@@ -18,9 +21,6 @@ from server.x402.authorization import (
     typed_data,
     validity_window,
 )
-from server.x402.challenge import ChallengeError, decode_payment_required
-from server.x402.receipt import decode_payment_response
-from server.x402.selection import NoPayableEntry, select_offer
 
 BASE = "eip155:8453"
 SEPOLIA = "eip155:84532"

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from eth_account import Account
 
-from server.x402.authorization import build_authorization, payment_header, typed_data
 from server.x402.challenge import ChallengeError, decode_payment_required, decode_v1_body, host_of
 from server.x402.selection import NoPayableEntry, select_offer
+from server.x402.transfer_authorization import build_authorization, payment_header, typed_data
 
 TOKEN = "0x" + "12" * 20
 PAY_TO = "0x" + "34" * 20

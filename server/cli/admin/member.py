@@ -12,7 +12,7 @@ from server.cli import schemas
 from server.cli.context import cli_context
 from server.cli.output import JSON, emit, reported_errors
 from server.policy.model import usd_setting
-from server.policy.rule_service import add_rule
+from server.policy.rulebook import add_rule
 from server.policy.rules import RuleTarget
 from server.tenancy.service import ROLES, create_member, find_member, find_org, parse_role
 from server.vocabulary import RuleKind, RuleScope, RuleWindow

@@ -11,7 +11,7 @@ from server.cli import schemas
 from server.cli.context import cli_context
 from server.cli.output import JSON, emit, reported_errors
 from server.policy.model import usd_setting
-from server.policy.rule_service import add_rule, change_rule, parse_scope, remove_rule, rules_of_org
+from server.policy.rulebook import add_rule, change_rule, parse_scope, remove_rule, rules_of_org
 from server.policy.rules import KINDS, SCOPES
 from server.policy.windows import WINDOWS
 from server.tenancy.service import find_org, rule_target

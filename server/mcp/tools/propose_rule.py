@@ -19,12 +19,12 @@ from server.mcp.content import ok_result
 from server.mcp.context import principal_for
 from server.mcp.errors import to_tool_error
 from server.mcp.schemas.rules import ProposeRuleResult
-from server.policy.chat_rules import (
+from server.policy.proposals import (
     DEFAULT_EXPIRES_IN_HOURS,
     MAX_EXPIRES_IN_HOURS,
     parse_proposal,
 )
-from server.policy.rule_service import RuleRejected, propose_chat_rule
+from server.policy.rulebook import RuleRejected, propose_chat_rule
 from server.policy.rules import RuleError
 from server.services import Services
 from server.tenancy.service import get_agent

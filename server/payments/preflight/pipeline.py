@@ -55,7 +55,7 @@ from server.payments.offer import (
 )
 from server.policy.engine import Decision, host_allowed
 from server.policy.model import Policy
-from server.policy.rule_service import rules_for_agent
+from server.policy.rulebook import rules_for_agent
 from server.policy.rules import Rule
 from server.sellers.client import Judge, SellerClient, SellerRequest, SellerResponse
 from server.sellers.errors import SellerTimeout

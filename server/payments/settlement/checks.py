@@ -24,8 +24,8 @@ import logging
 
 from auth.principal import Principal
 from server.audit.service import record as audit
+from server.chain.evidence import ChainVerdict, ExpectedTransfer, SettlementFinding
 from server.chain.service import ChainService
-from server.chain.settlement import ChainVerdict, ExpectedTransfer, SettlementFinding
 from server.kit.clock import Clock
 from server.kit.db import Database
 from server.kit.money import format_usd

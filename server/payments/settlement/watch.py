@@ -28,10 +28,10 @@ from sqlmodel import Session
 
 from auth.principal import Principal
 from server.audit.service import record as audit
+from server.chain.evidence import LOOKBACK_BLOCKS
 from server.chain.movements import Movement, wallet_movements
 from server.chain.rpc import RpcError
 from server.chain.service import ChainService
-from server.chain.settlement import LOOKBACK_BLOCKS
 from server.kit.clock import Clock
 from server.kit.db import Database, lock_org
 from server.kit.ids import new_id

@@ -6,7 +6,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from auth.authorization import delegable_agents
+from auth.consent import delegable_agents
 from server.approvals.service import pending_for_decider
 from server.models import Agent
 from server.tenancy.service import find_org

@@ -26,7 +26,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import Message, Receive, Scope, Send
 
 from auth.principal import Principal
-from server.mcp.auth import PRINCIPAL_KEY
+from server.mcp.bearer import PRINCIPAL_KEY
 from server.mcp.body import buffered, header, parsed
 
 DISCONNECTED_KEY = "paywarden.disconnected"

@@ -2,7 +2,7 @@
 (removal is a version with `active` false), and every change is an audit event.
 
 Admins add rules of any scope and kind from the CLI; agents add only restrict-only chat rules
-through propose_rule (see chat_rules); new agents get a default weekly rule. A rule is written for
+through propose_rule (see proposals); new agents get a default weekly rule. A rule is written for
 a `RuleTarget` the caller resolved within its principal's reach (tenancy.service.rule_target);
 changing or removing one looks it up by id within the principal's reach.
 """
@@ -24,7 +24,7 @@ from server.kit.errors import PaywardenError
 from server.kit.ids import new_id
 from server.kit.money import format_usd, usd_to_atomic
 from server.models import Agent, RuleVersion
-from server.policy.chat_rules import MAX_ACTIVE_CHAT_RULES, MAX_PROPOSALS_PER_HOUR, Proposal
+from server.policy.proposals import MAX_ACTIVE_CHAT_RULES, MAX_PROPOSALS_PER_HOUR, Proposal
 from server.policy.repository import RuleVersionRepository
 from server.policy.rules import (
     WEEKLY_DEFAULT_FACTOR,
