@@ -557,19 +557,21 @@ def token_response(
 def revocation_response(
     session: Session, *, config: OAuthConfig, request: HttpRequest, now: datetime
 ) -> HttpAnswer:
-    answer = PaywardenAuthorizationServer(session, config, now).create_endpoint_response(
-        "revocation", request
-    )
-    assert isinstance(answer, HttpAnswer)
-    return answer
+    """POST /oauth/revoke (RFC 7009)."""
+    return _endpoint_response("revocation", session, config=config, request=request, now=now)
 
 
 def introspection_response(
     session: Session, *, config: OAuthConfig, request: HttpRequest, now: datetime
 ) -> HttpAnswer:
-    answer = PaywardenAuthorizationServer(session, config, now).create_endpoint_response(
-        "introspection", request
-    )
+    """POST /oauth/introspect (RFC 7662)."""
+    return _endpoint_response("introspection", session, config=config, request=request, now=now)
+
+
+def _endpoint_response(
+    name: str, session: Session, *, config: OAuthConfig, request: HttpRequest, now: datetime
+) -> HttpAnswer:
+    answer = PaywardenAuthorizationServer(session, config, now).create_endpoint_response(name, request)
     assert isinstance(answer, HttpAnswer)
     return answer
 

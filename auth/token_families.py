@@ -27,8 +27,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TypeVar
 
 from sqlmodel import Session
 
@@ -37,8 +39,10 @@ from auth.scopes import scope_text
 from auth.tokens import ACCESS_PREFIX, REFRESH_PREFIX, hash_secret, new_secret
 from server.audit.service import record as audit
 from server.kit.ids import new_id
-from server.models import AccessToken, OAuthClient, OAuthGrant
+from server.models import AccessToken, AuthorizationCode, OAuthClient, OAuthGrant
 from server.vocabulary import TokenKind
+
+Scoped = TypeVar("Scoped", AccessToken, AuthorizationCode)  # a row that carries granted scopes
 
 
 @dataclass(frozen=True)
@@ -98,33 +102,35 @@ def narrow_grant(session: Session, *, grant: OAuthGrant, now: datetime) -> Narro
     token left with no scope is revoked; a code left with none can no longer be exchanged. The
     caller holds the grant's row lock (`GrantRepository.lock`)."""
     tokens = TokenRepository(session)
-    narrowed = revoked = 0
-    for token in tokens.live_of_grant(grant.org_id, grant.id):
-        kept = within_grant(token.scopes, grant)
-        if kept == token.scopes:
-            continue
-        if kept:
-            token.scopes = kept
-            narrowed += 1
-        else:
-            token.revoked_at = now
-            revoked += 1
-        tokens.add(token, flush=False)
     codes = CodeRepository(session)
-    codes_narrowed = voided = 0
-    for code in codes.unused_of_grant(grant.org_id, grant.id, now):
-        kept = within_grant(code.scopes, grant)
-        if kept == code.scopes:
-            continue
-        if kept:
-            code.scopes = kept
-            codes_narrowed += 1
-        else:
-            code.used_at = now
-            voided += 1
-        codes.add(code, flush=False)
+
+    def revoke(token: AccessToken) -> None:
+        token.revoked_at = now
+
+    def void(code: AuthorizationCode) -> None:
+        code.used_at = now
+
+    narrowed, revoked = _narrow(tokens.live_of_grant(grant.org_id, grant.id), grant, ended=revoke)
+    codes_narrowed, voided = _narrow(codes.unused_of_grant(grant.org_id, grant.id, now), grant, ended=void)
     session.flush()
     return Narrowed(narrowed, revoked, codes_narrowed, voided)
+
+
+def _narrow(rows: Sequence[Scoped], grant: OAuthGrant, *, ended: Callable[[Scoped], None]) -> tuple[int, int]:
+    """Cut each row's scopes down to the grant's, `ended` for a row left with none: how many were
+    narrowed and how many ended. The rows were read in the session, which writes the changes."""
+    narrowed = ended_count = 0
+    for row in rows:
+        kept = within_grant(row.scopes, grant)
+        if kept == row.scopes:
+            continue
+        if kept:
+            row.scopes = kept
+            narrowed += 1
+        else:
+            ended(row)
+            ended_count += 1
+    return narrowed, ended_count
 
 
 def _token(

@@ -427,6 +427,21 @@ def update_intent(
         transition(intent, to, now=now)
     for name, value in fields.items():
         setattr(intent, name, value)
+    data = {"httpStatus": intent.seller_status, "txHash": intent.tx_hash}
+    return record_change(session, principal, intent, event=event, data=data, now=now)
+
+
+def record_change(
+    session: Session,
+    principal: Principal,
+    intent: PaymentIntent,
+    *,
+    event: str,
+    data: dict[str, Any],
+    now: datetime,
+) -> PaymentIntent:
+    """Write an intent that was just changed, and its audit event: the status and failure code,
+    with `data`, in the same transaction."""
     intent.updated_at = now
     session.add(intent)
     audit(
@@ -436,12 +451,7 @@ def update_intent(
         actor=principal.actor,
         agent_id=intent.agent_id,
         subject_id=intent.id,
-        data={
-            "status": str(intent.status),
-            "httpStatus": intent.seller_status,
-            "txHash": intent.tx_hash,
-            "failureCode": intent.failure_code,
-        },
+        data={"status": str(intent.status), "failureCode": intent.failure_code, **data},
         now=now,
     )
     return intent

@@ -154,24 +154,12 @@ class SettlementChecker:
                 event = "payment.expired"
             intent.lapse_block = verdict.block
             intent.lapse_block_time = verdict.block_timestamp
-            intent.updated_at = now
-            session.add(intent)
-            audit(
-                session,
-                org_id=intent.org_id,
-                type=event,
-                actor=principal.actor,
-                agent_id=intent.agent_id,
-                subject_id=intent.id,
-                data={
-                    "status": str(intent.status),
-                    "failureCode": intent.failure_code,
-                    "validBefore": intent.valid_before,
-                    "lapseBlock": verdict.block,
-                    "lapseBlockTime": verdict.block_timestamp,
-                },
-                now=now,
-            )
+            lapse = {
+                "validBefore": intent.valid_before,
+                "lapseBlock": verdict.block,
+                "lapseBlockTime": verdict.block_timestamp,
+            }
+            ledger.record_change(session, principal, intent, event=event, data=lapse, now=now)
             log.info("intent %s can no longer settle (block %s)", intent.id, verdict.block)
             return intent
 
