@@ -29,8 +29,11 @@ run: $(VENV)/.installed
 	$(VENV)/bin/paywarden demo
 	$(VENV)/bin/paywarden serve --host 127.0.0.1 --port 8402
 
+# The suite runs across the machine's cores (pytest-xdist); TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= auto
+
 test: $(VENV)/.installed-dev node-deps
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check server auth tests alembic infra

@@ -67,6 +67,8 @@ class Settings(BaseSettings):
     max_response_bytes: int = Field(default=1_048_576, ge=1, le=10_485_760)
     fetch_timeout_ms: int = Field(default=30_000, ge=1_000, le=120_000)
     approval_wait_ms: int = Field(default=40_000, ge=0, le=600_000)
+    # How often that wait reads the database for the decision (any process may have written it).
+    approval_poll_ms: int = Field(default=2_000, ge=50, le=60_000)
     # How long a wallet's balance, once read, is known to a process (0: read before every payment).
     balance_cache_ms: int = Field(default=5_000, ge=0, le=60_000)
     # How long fetch_paid may wait for its one look at the chain when the seller named the

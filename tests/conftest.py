@@ -9,7 +9,7 @@ import pytest
 from hypothesis.configuration import set_hypothesis_home_dir
 
 from server.kit.db import Database
-from tests.support.databases import migrated_database
+from tests.support.databases import drop_all, migrated_database
 from tests.support.fixtures_browser import *  # noqa: F403 - fixtures: chromium, browser_context, page, authenticator, screenshots
 from tests.support.fixtures_chain import *  # noqa: F403 - fixtures: anvil, test_usdc, seller, funded_wallet
 
@@ -20,6 +20,11 @@ DATABASES = ["sqlite", "postgres"]
 set_hypothesis_home_dir(Path(__file__).resolve().parents[1] / ".pytest_cache" / "hypothesis")
 
 
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    # The migrated templates live for the session; test databases still being dropped are waited for.
+    drop_all()
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
@@ -27,8 +32,15 @@ def anyio_backend() -> str:
 
 @pytest.fixture(params=DATABASES)
 def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
-    """A migrated, empty database: SQLite and PostgreSQL in turn."""
+    """A migrated, empty database: SQLite and PostgreSQL in turn (a copy of the session's template)."""
     with migrated_database(request.param, tmp_path) as database:
+        yield database
+
+
+@pytest.fixture(params=DATABASES)
+def freshly_migrated_db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
+    """A database the migrations just ran on, for tests whose subject is the migrations."""
+    with migrated_database(request.param, tmp_path, migrate_here=True) as database:
         yield database
 
 

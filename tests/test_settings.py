@@ -162,3 +162,12 @@ def test_the_database_pool_size_is_bounded() -> None:
     for bad in ("0", "101", "many"):
         with pytest.raises(ConfigError, match="PAYWARDEN_DATABASE_POOL_SIZE"):
             load_settings(environ={**base, "PAYWARDEN_DATABASE_POOL_SIZE": bad})
+
+
+def test_the_approval_poll_interval_is_a_bounded_setting() -> None:
+    base = {"PAYWARDEN_MASTER_KEY": TEST_MASTER_KEY}
+    assert load_settings(environ=base).approval_poll_ms == 2_000
+    assert load_settings(environ={**base, "PAYWARDEN_APPROVAL_POLL_MS": "100"}).approval_poll_ms == 100
+    for bad in ("0", "49", "60001", "often"):
+        with pytest.raises(ConfigError, match="PAYWARDEN_APPROVAL_POLL_MS"):
+            load_settings(environ={**base, "PAYWARDEN_APPROVAL_POLL_MS": bad})

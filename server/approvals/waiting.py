@@ -1,9 +1,10 @@
 """Wait, for a bounded time, for a person to decide a pending approval.
 
 The decision can be made by any process (the approval page behind another server process, the
-command line), so the only place to learn it is the database: it is read every `interval`
-seconds until the approval leaves `pending` or the time is up. Waiting sleeps with anyio, so the
-event loop stays free, and it ends as soon as the caller is cancelled (a client that went away).
+command line), so the only place to learn it is the database: it is read every `interval_s`
+seconds (PAYWARDEN_APPROVAL_POLL_MS) until the approval leaves `pending` or the time is up.
+Waiting sleeps with anyio, so the event loop stays free, and it ends as soon as the caller is
+cancelled (a client that went away).
 """
 
 from __future__ import annotations
@@ -18,8 +19,6 @@ from server.kit.clock import Clock
 from server.kit.db import Database
 from server.vocabulary import ApprovalStatus
 
-POLL_INTERVAL_S = 2.0
-
 
 async def wait_for_decision(
     db: Database,
@@ -28,7 +27,7 @@ async def wait_for_decision(
     *,
     clock: Clock,
     timeout_s: float,
-    interval_s: float = POLL_INTERVAL_S,
+    interval_s: float,
     monotonic: Callable[[], float] = anyio.current_time,
 ) -> ApprovalStatus:
     """The approval's status once it is no longer pending, or `pending` when `timeout_s` ran out.

@@ -87,6 +87,7 @@ class HeldPayments:
         self._services = services
         self._sealer = ApprovalStateSealer(services.settings.master.derive("paywarden mcp approval state"))
         self._wait_s = services.settings.approval_wait_ms / 1000
+        self._poll_s = services.settings.approval_poll_ms / 1000
 
     async def fetch_paid(
         self, ctx: Context[Any, Any], principal: Principal, request: FetchPaidInput, arguments: dict[str, Any]
@@ -187,6 +188,7 @@ class HeldPayments:
                 held.approval.id,
                 clock=self._services.clock,
                 timeout_s=timeout_s,
+                interval_s=self._poll_s,
             )
             group.cancel_scope.cancel()
         if status == ApprovalStatus.PENDING:

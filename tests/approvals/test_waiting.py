@@ -77,5 +77,5 @@ async def test_expiry_ends_the_wait(db: Database) -> None:
     approval_id, _member = held(db)
     clock = ShiftedClock()
     clock.advance(timedelta(hours=1).total_seconds())
-    status = await wait_for_decision(db, OPERATOR, approval_id, clock=clock, timeout_s=5)
+    status = await wait_for_decision(db, OPERATOR, approval_id, clock=clock, timeout_s=5, interval_s=2.0)
     assert status == ApprovalStatus.EXPIRED

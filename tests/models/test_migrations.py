@@ -29,14 +29,14 @@ def _move(db: Database, direction: str, revision: str) -> None:
         getattr(command, direction)(config, revision)
 
 
-def test_migrations_match_the_models(db: Database) -> None:
-    assert current_revision(db) == head_revision()
-    assert _diff(db) == []
+def test_migrations_match_the_models(freshly_migrated_db: Database) -> None:
+    assert current_revision(freshly_migrated_db) == head_revision()
+    assert _diff(freshly_migrated_db) == []
 
 
-def test_migrations_step_down_and_up_again(db: Database) -> None:
-    _move(db, "downgrade", "base")
-    assert current_revision(db) is None
-    _move(db, "upgrade", "head")
-    assert current_revision(db) == head_revision()
-    assert _diff(db) == []
+def test_migrations_step_down_and_up_again(freshly_migrated_db: Database) -> None:
+    _move(freshly_migrated_db, "downgrade", "base")
+    assert current_revision(freshly_migrated_db) is None
+    _move(freshly_migrated_db, "upgrade", "head")
+    assert current_revision(freshly_migrated_db) == head_revision()
+    assert _diff(freshly_migrated_db) == []

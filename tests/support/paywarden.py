@@ -29,6 +29,7 @@ from server.settings import Settings, load_settings
 from tests.support.chain import free_port
 
 TEST_MASTER_KEY = MasterKey(b"\x07" * 32).encode()
+TEST_APPROVAL_POLL_MS = "100"
 
 
 def settings_for(
@@ -39,13 +40,15 @@ def settings_for(
 
     Its background jobs are off: a job racing the wall clock against what a test just wrote makes
     the test flaky. Tests of a job run its `run_once` themselves, with the clock they choose; a
-    test that wants them on passes PAYWARDEN_BACKGROUND_JOBS=1."""
+    test that wants them on passes PAYWARDEN_BACKGROUND_JOBS=1. A held payment's wait reads the
+    database every 100 ms (a person's server: 2 s), so no test sleeps out a long poll."""
     environ = {
         "PAYWARDEN_DATABASE_URL": database_url,
         "PAYWARDEN_PUBLIC_URL": f"http://{public_host}:{port}",
         "PAYWARDEN_MASTER_KEY": TEST_MASTER_KEY,
         "PAYWARDEN_ALLOW_PRIVATE_HOSTS": "1",
         "PAYWARDEN_BACKGROUND_JOBS": "0",
+        "PAYWARDEN_APPROVAL_POLL_MS": TEST_APPROVAL_POLL_MS,
         **(extra or {}),
     }
     return load_settings(environ=environ)

@@ -20,7 +20,7 @@ from typing import IO
 import httpx
 
 from tests.support.chain import free_port
-from tests.support.paywarden import TEST_MASTER_KEY
+from tests.support.paywarden import TEST_APPROVAL_POLL_MS, TEST_MASTER_KEY
 
 READY_TIMEOUT_S = 60.0
 STARTUP_COMPLETE = "Application startup complete"  # what uvicorn logs once a worker serves
@@ -115,6 +115,7 @@ def server_environ(*, database_url: str, public_url: str, extra: Mapping[str, st
         "PAYWARDEN_MASTER_KEY": TEST_MASTER_KEY,
         "PAYWARDEN_ALLOW_PRIVATE_HOSTS": "1",
         "PAYWARDEN_BACKGROUND_JOBS": "0",
+        "PAYWARDEN_APPROVAL_POLL_MS": TEST_APPROVAL_POLL_MS,
         **extra,
     }
 
