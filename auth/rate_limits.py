@@ -45,6 +45,10 @@ def authorize(max_per_minute: int) -> Limit:
     return Limit("authorize", max_per_minute, 60)
 
 
+def admin_api(max_per_minute: int) -> Limit:
+    return Limit("admin_api", max_per_minute, 60)
+
+
 def _key(limit: Limit, who: str) -> str:
     key = f"{limit.name}:{who}"
     if len(key) > _MAX_KEY:

@@ -87,6 +87,7 @@ class Settings(BaseSettings):
     rate_limit_register: int = Field(default=20, ge=1, le=10_000)
     rate_limit_token: int = Field(default=120, ge=1, le=100_000)
     rate_limit_authorize: int = Field(default=60, ge=1, le=10_000)
+    rate_limit_admin_api: int = Field(default=600, ge=1, le=100_000)
     client_document_failure_ttl: int = Field(default=300, ge=0, le=86_400)
 
     @field_validator("database_url")

@@ -474,6 +474,25 @@ def close_held(
         session.add(intent)
 
 
+def payments_page(
+    session: Session,
+    principal: Principal,
+    *,
+    agent_id: str | None,
+    status: IntentStatus | None,
+    since: datetime | None,
+    until: datetime | None,
+    after: tuple[datetime, str] | None,
+    limit: int,
+) -> list[PaymentIntent]:
+    """One page of the principal's payments, newest first (see IntentRepository.page)."""
+    return list(
+        IntentRepository(session).page(
+            principal, agent_id=agent_id, status=status, since=since, until=until, after=after, limit=limit
+        )
+    )
+
+
 def newest(
     session: Session, principal: Principal, *, agent_id: str, limit: int, status: IntentStatus | None
 ) -> list[PaymentIntent]:

@@ -198,6 +198,39 @@ class IntentRepository(TenantRepository[PaymentIntent]):
         order = (col(PaymentIntent.created_at).desc(), col(PaymentIntent.id).desc())
         return self._all(statement.order_by(*order).limit(limit))
 
+    def page(
+        self,
+        reader: Reader,
+        *,
+        agent_id: str | None,
+        status: IntentStatus | None,
+        since: datetime | None,
+        until: datetime | None,
+        after: tuple[datetime, str] | None,
+        limit: int,
+    ) -> Sequence[PaymentIntent]:
+        """The reader's payments, newest first, filtered, from just after `after` (the created time
+        and id of the last row of the page before)."""
+        statement = self.readable(reader)
+        if agent_id is not None:
+            statement = statement.where(PaymentIntent.agent_id == agent_id)
+        if status is not None:
+            statement = statement.where(PaymentIntent.status == status)
+        if since is not None:
+            statement = statement.where(col(PaymentIntent.created_at) >= since)
+        if until is not None:
+            statement = statement.where(col(PaymentIntent.created_at) < until)
+        if after is not None:
+            created, intent_id = after
+            statement = statement.where(
+                or_(
+                    col(PaymentIntent.created_at) < created,
+                    and_(col(PaymentIntent.created_at) == created, col(PaymentIntent.id) < intent_id),
+                )
+            )
+        order = (col(PaymentIntent.created_at).desc(), col(PaymentIntent.id).desc())
+        return self._all(statement.order_by(*order).limit(limit))
+
     def counted_spend(
         self, spend: SpendFilter, *, since: datetime, never_sent: Collection[str]
     ) -> tuple[int, int]:

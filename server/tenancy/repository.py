@@ -75,6 +75,10 @@ class AgentRepository(TenantRepository[Agent]):
     model = Agent
     agent_column: ClassVar[str | None] = "id"
 
+    def all_readable(self, reader: Reader) -> Sequence[Agent]:
+        """The agents the reader may see, oldest first."""
+        return self._all(self.readable(reader).order_by(col(Agent.created_at), col(Agent.id)))
+
     def with_current_policy(self, reader: Reader, agent_id: str) -> tuple[Agent, str | None] | None:
         """The agent, if the reader may read it, with the id of its newest policy version (None if
         it has none), in one statement."""

@@ -248,6 +248,11 @@ def get_agent(session: Session, principal: Principal, agent_id: str) -> Agent:
     return agent
 
 
+def agents(session: Session, principal: Principal) -> list[Agent]:
+    """Every agent the principal may see (an organisation's, for its members and admin tokens)."""
+    return list(AgentRepository(session).all_readable(principal))
+
+
 def agent_with_policy(session: Session, principal: Principal, agent_id: str) -> tuple[Agent, Policy]:
     """`get_agent` and the agent's policy in force, read in one statement (the policy's document
     is parsed once per process per version: versions never change)."""

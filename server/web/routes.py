@@ -10,6 +10,7 @@ from starlette.staticfiles import StaticFiles
 
 from server.settings import Settings
 from server.web import oauth, wellknown
+from server.web.api import routes as admin_api
 from server.web.pages import account, approvals, connections, enroll, home, signin
 from server.web.pages.common import page
 
@@ -20,6 +21,7 @@ def routes(settings: Settings) -> list[BaseRoute]:
     return [
         *wellknown.routes(settings),
         *oauth.routes(),
+        *admin_api.routes(),
         Route("/", endpoint=home.root, methods=["GET"]),
         Route("/admin", endpoint=page(home.show, signed_in=True), methods=["GET"]),
         Route("/login", endpoint=page(signin.login_page), methods=["GET"]),
