@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import anyio
@@ -126,24 +127,26 @@ class Database:
     ) -> T:
         """`service(session, *args, **kwargs)` in a unit of work that reads, off the event loop
         (as `run`): the call names the service it runs."""
-
-        def in_unit_of_work() -> T:
-            with self.read() as session:
-                return service(session, *args, **kwargs)
-
-        return await self.run(in_unit_of_work)
+        return await self.run(partial(self._read_with, service, *args, **kwargs))
 
     async def writing(
         self, service: Callable[Concatenate[Session, P], T], *args: P.args, **kwargs: P.kwargs
     ) -> T:
         """`service(session, *args, **kwargs)` in a unit of work that writes and commits (or rolls
         back as a whole), off the event loop (as `run`)."""
+        return await self.run(partial(self._write_with, service, *args, **kwargs))
 
-        def in_unit_of_work() -> T:
-            with self.write() as session:
-                return service(session, *args, **kwargs)
+    def _read_with(
+        self, service: Callable[Concatenate[Session, P], T], *args: P.args, **kwargs: P.kwargs
+    ) -> T:
+        with self.read() as session:
+            return service(session, *args, **kwargs)
 
-        return await self.run(in_unit_of_work)
+    def _write_with(
+        self, service: Callable[Concatenate[Session, P], T], *args: P.args, **kwargs: P.kwargs
+    ) -> T:
+        with self.write() as session:
+            return service(session, *args, **kwargs)
 
     @property
     def engines(self) -> tuple[Engine, ...]:
