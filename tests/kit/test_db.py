@@ -9,7 +9,6 @@ import threading
 import anyio
 import pytest
 from sqlalchemy import text
-
 from sqlmodel import Session
 
 from server.kit.db import Database
