@@ -197,7 +197,7 @@ class ClientDocuments:
         check_document_url(client_id)
         now = self._clock.now()
         url_hash = hashlib.sha256(client_id.encode()).hexdigest()
-        cached, failure = await self._db.run(self._cached, client_id, url_hash, now)
+        cached, failure = await self._db.reading(self._cached, client_id, url_hash, now)
         if cached is not None and cached.stale_at is not None and cached.stale_at > now:
             return
         if failure is not None:
@@ -208,7 +208,7 @@ class ClientDocuments:
             if self._failure_ttl > timedelta(0):
                 await self._db.run(self._remember, client_id, url_hash, unusable.reason)
             raise
-        await self._db.run(self._store, document, client_id, etag, stale_at, fetched_at)
+        await self._db.writing(self._store, document, client_id, etag, stale_at, fetched_at)
 
     async def _fetch_document(
         self, client_id: str, cached: OAuthClient | None
@@ -228,13 +228,12 @@ class ClientDocuments:
         return document, headers.get("etag"), stale_at, now
 
     def _cached(
-        self, client_id: str, url_hash: str, now: datetime
+        self, session: Session, client_id: str, url_hash: str, now: datetime
     ) -> tuple[OAuthClient | None, ClientDocumentFailure | None]:
-        with self._db.read() as session:
-            return (
-                ClientRepository(session).by_client_id(client_id),
-                DocumentFailureRepository(session).current(url_hash, now),
-            )
+        return (
+            ClientRepository(session).by_client_id(client_id),
+            DocumentFailureRepository(session).current(url_hash, now),
+        )
 
     def _remember(self, client_id: str, url_hash: str, reason: DocumentReason) -> None:
         now = self._clock.now()
@@ -250,10 +249,15 @@ class ClientDocuments:
             )
 
     def _store(
-        self, document: ClientDocument | None, url: str, etag: str | None, stale_at: datetime, now: datetime
+        self,
+        session: Session,
+        document: ClientDocument | None,
+        url: str,
+        etag: str | None,
+        stale_at: datetime,
+        now: datetime,
     ) -> None:
-        with self._db.write() as session:
-            store_document(session, document=document, url=url, etag=etag, stale_at=stale_at, now=now)
+        store_document(session, document=document, url=url, etag=etag, stale_at=stale_at, now=now)
 
     async def _fetch(self, url: str, etag: str | None) -> tuple[int, httpx.Headers, bytes]:
         headers = {"Accept": "application/json"}

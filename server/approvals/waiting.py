@@ -12,12 +12,17 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import anyio
+from sqlmodel import Session
 
 from auth.principal import Principal
 from server.approvals import service
 from server.kit.clock import Clock
 from server.kit.db import Database
 from server.vocabulary import ApprovalStatus
+
+
+def _status_now(session: Session, principal: Principal, approval_id: str, clock: Clock) -> ApprovalStatus:
+    return service.effective_status(service.get(session, principal, approval_id), clock.now())
 
 
 async def wait_for_decision(
@@ -33,14 +38,9 @@ async def wait_for_decision(
     """The approval's status once it is no longer pending, or `pending` when `timeout_s` ran out.
 
     Its expiry counts as a decision (`expired`), as computed on every read."""
-
-    def status() -> ApprovalStatus:
-        with db.read() as session:
-            return service.effective_status(service.get(session, principal, approval_id), clock.now())
-
     deadline = monotonic() + max(timeout_s, 0.0)
     while True:
-        current = await db.run(status)
+        current = await db.reading(_status_now, principal, approval_id, clock)
         left = deadline - monotonic()
         if current != ApprovalStatus.PENDING or left <= 0:
             return current

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import logging
 
+from sqlmodel import Session
+
 from server.audit.service import heads, heads_document
 from server.kit.db import Database
 from server.kit.jsonutil import canonical
@@ -20,12 +22,11 @@ class LogAuditHeads:
     def __init__(self, *, db: Database) -> None:
         self._db = db
 
-    def _document(self) -> dict[str, object]:
-        with self._db.read() as session:
-            return heads_document(heads(session))
+    def _document(self, session: Session) -> dict[str, object]:
+        return heads_document(heads(session))
 
     async def run_once(self) -> int:
-        document = await self._db.run(self._document)
+        document = await self._db.reading(self._document)
         # The message carries the heads for console logs; `heads` is a field of its own in JSON
         # logs, so a logged line saved to a file is what --expect-head reads.
         found = document["heads"]

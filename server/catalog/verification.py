@@ -27,6 +27,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 import anyio
+from sqlmodel import Session
 
 from server.catalog.repository import CatalogRepository
 from server.kit.clock import Clock
@@ -213,46 +214,42 @@ class CatalogVerifier:
             return Observation(error)
         return read_observation(response, host=entry.host, usdc_by_network=self._usdc)
 
-    def _entry(self, entry_id: str) -> CatalogEntry | None:
-        with self._db.read() as session:
-            return CatalogRepository(session).by_id(entry_id)
+    def _entry(self, session: Session, entry_id: str) -> CatalogEntry | None:
+        return CatalogRepository(session).by_id(entry_id)
 
-    def _record(self, entry_id: str, seen: Observation) -> CheckResult | None:
-        with self._db.write() as session:
-            repository = CatalogRepository(session)
-            entry = repository.by_id(entry_id)
-            if entry is None:
-                return None  # removed while it was being checked
-            repository.refresh(entry)
-            return record_check(repository, entry, seen, self._clock.now())
+    def _record(self, session: Session, entry_id: str, seen: Observation) -> CheckResult | None:
+        repository = CatalogRepository(session)
+        entry = repository.by_id(entry_id)
+        if entry is None:
+            return None  # removed while it was being checked
+        repository.refresh(entry)
+        return record_check(repository, entry, seen, self._clock.now())
 
     async def verify(self, entry_ids: Sequence[str]) -> list[CheckResult]:
         results: list[CheckResult] = []
         for entry_id in entry_ids:
-            entry = await self._db.run(self._entry, entry_id)
+            entry = await self._db.reading(self._entry, entry_id)
             if entry is None:
                 continue
             seen = await self.observe(entry)
-            result = await self._db.run(self._record, entry_id, seen)
+            result = await self._db.writing(self._record, entry_id, seen)
             if result is not None:
                 results.append(result)
         return results
 
-    def _due(self, limit: int) -> list[str]:
-        with self._db.read() as session:
-            return CatalogRepository(session).due_for_check(
-                checked_before=self._clock.now() - RECHECK_AFTER, limit=limit
-            )
+    def _due(self, session: Session, limit: int) -> list[str]:
+        return CatalogRepository(session).due_for_check(
+            checked_before=self._clock.now() - RECHECK_AFTER, limit=limit
+        )
 
     async def verify_due(self, *, limit: int = JOB_BATCH) -> list[CheckResult]:
-        return await self.verify(await self._db.run(self._due, limit))
+        return await self.verify(await self._db.reading(self._due, limit))
 
-    def _all(self, include_suspended: bool) -> list[str]:
-        with self._db.read() as session:
-            return CatalogRepository(session).ids(include_suspended=include_suspended)
+    def _all(self, session: Session, include_suspended: bool) -> list[str]:
+        return CatalogRepository(session).ids(include_suspended=include_suspended)
 
     async def verify_all(self, *, include_suspended: bool = True) -> list[CheckResult]:
-        return await self.verify(await self._db.run(self._all, include_suspended))
+        return await self.verify(await self._db.reading(self._all, include_suspended))
 
 
 class CatalogVerificationJob:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 import anyio
+from sqlmodel import Session
 
 from server.jobs.lease import release, try_acquire
 from server.kit.clock import Clock
@@ -41,19 +42,18 @@ class JobRunner:
         self._jobs = list(jobs)
         self.holder = holder or holder_id()
 
-    def _acquire(self, job: Job) -> bool:
-        with self._db.write() as session:
-            return try_acquire(
-                session,
-                name=job.name,
-                holder=self.holder,
-                now=self._clock.now(),
-                ttl_seconds=job.interval_seconds * 3,
-            )
+    def _acquire(self, session: Session, job: Job) -> bool:
+        return try_acquire(
+            session,
+            name=job.name,
+            holder=self.holder,
+            now=self._clock.now(),
+            ttl_seconds=job.interval_seconds * 3,
+        )
 
     async def run_due(self, job: Job) -> int | None:
         """One pass of `job` if this process holds (or takes) its lease; None if another does."""
-        if not await self._db.run(self._acquire, job):
+        if not await self._db.writing(self._acquire, job):
             return None
         return await job.run_once()
 
@@ -71,11 +71,10 @@ class JobRunner:
             for job in self._jobs:
                 group.start_soon(self._loop, job)
 
-    def _release_all(self) -> None:
-        with self._db.write() as session:
-            now = self._clock.now()
-            for job in self._jobs:
-                release(session, name=job.name, holder=self.holder, now=now)
+    def _release_all(self, session: Session) -> None:
+        now = self._clock.now()
+        for job in self._jobs:
+            release(session, name=job.name, holder=self.holder, now=now)
 
     async def release(self) -> None:
         """End every lease this process holds, so another process (or this one restarted) takes
@@ -83,7 +82,7 @@ class JobRunner:
         caller is being cancelled: it is what a shutdown does last."""
         with anyio.CancelScope(shield=True):
             try:
-                await self._db.run(self._release_all)
+                await self._db.writing(self._release_all)
             except Exception:
                 # The leases then lapse on their own after their time to live.
                 log.exception("could not release the background jobs' leases")

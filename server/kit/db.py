@@ -7,14 +7,17 @@ never commit: the boundary (tool handler, CLI command, background job) opens a u
 Writes that must not race (cap reservations, audit chains) are serialised per organisation:
 PostgreSQL takes a row lock on the organisation (`lock_org`), SQLite starts every write
 transaction with BEGIN IMMEDIATE so only one writer runs at a time across all processes.
-The driver calls are synchronous; async callers run them with `Database.run` in a worker thread.
+The driver calls are synchronous; async callers run them in a worker thread with
+`Database.reading(service, ...)` or `Database.writing(service, ...)`, which open the unit of work
+and hand its session to the service they name (`Database.run` for work that opens its own).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, ParamSpec, TypeVar
+from functools import partial
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -118,6 +121,32 @@ class Database:
         the engine has connections (more would only wait for one), so database work never takes
         the threads the rest of the process needs (name resolution, file reads)."""
         return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs), limiter=self._limiter())
+
+    async def reading(
+        self, service: Callable[Concatenate[Session, P], T], *args: P.args, **kwargs: P.kwargs
+    ) -> T:
+        """`service(session, *args, **kwargs)` in a unit of work that reads, off the event loop
+        (as `run`): the call names the service it runs."""
+        return await self.run(partial(self._read_with, service, *args, **kwargs))
+
+    async def writing(
+        self, service: Callable[Concatenate[Session, P], T], *args: P.args, **kwargs: P.kwargs
+    ) -> T:
+        """`service(session, *args, **kwargs)` in a unit of work that writes and commits (or rolls
+        back as a whole), off the event loop (as `run`)."""
+        return await self.run(partial(self._write_with, service, *args, **kwargs))
+
+    def _read_with(
+        self, service: Callable[Concatenate[Session, P], T], *args: P.args, **kwargs: P.kwargs
+    ) -> T:
+        with self.read() as session:
+            return service(session, *args, **kwargs)
+
+    def _write_with(
+        self, service: Callable[Concatenate[Session, P], T], *args: P.args, **kwargs: P.kwargs
+    ) -> T:
+        with self.write() as session:
+            return service(session, *args, **kwargs)
 
     @property
     def engines(self) -> tuple[Engine, ...]:

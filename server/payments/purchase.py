@@ -25,6 +25,7 @@ import logging
 from dataclasses import dataclass
 
 from sqlalchemy.exc import SQLAlchemyError
+from sqlmodel import Session
 
 from auth.principal import Principal
 from server.approvals import service as approvals
@@ -112,15 +113,13 @@ class PurchaseService:
     # -- reading ---------------------------------------------------------------------------
 
     def _find_intent(
-        self, principal: Principal, agent_id: str, key: str
+        self, session: Session, principal: Principal, agent_id: str, key: str
     ) -> tuple[PaymentIntent | None, Approval | None]:
-        with self._db.read() as session:
-            intent = ledger.find_by_key(session, principal, agent_id=agent_id, key=key)
-            return intent, (approvals.for_intent(session, principal, intent.id) if intent else None)
+        intent = ledger.find_by_key(session, principal, agent_id=agent_id, key=key)
+        return intent, (approvals.for_intent(session, principal, intent.id) if intent else None)
 
-    def _approval_of(self, principal: Principal, intent_id: str) -> Approval | None:
-        with self._db.read() as session:
-            return approvals.for_intent(session, principal, intent_id)
+    def _approval_of(self, session: Session, principal: Principal, intent_id: str) -> Approval | None:
+        return approvals.for_intent(session, principal, intent_id)
 
     def _pending(self, intent: PaymentIntent, approval: Approval) -> PendingOutcome:
         return PendingOutcome(
@@ -151,11 +150,11 @@ class PurchaseService:
             # The decision and the reservation against every cap are one transaction.
             assert call.agent is not None
             if call.held is not None:
-                call.reservation = await self._db.run(
+                call.reservation = await self._db.writing(
                     self._authorize_held, principal, call.agent, call.held.id, facts
                 )
             else:
-                call.reservation = await self._db.run(self._reserve, principal, call.agent, facts)
+                call.reservation = await self._db.writing(self._reserve, principal, call.agent, facts)
             return call.reservation.decision
 
         plan = Plan(
@@ -202,7 +201,7 @@ class PurchaseService:
             passage.deadline,
         )
         if HoldReason.CATALOG_NEW_HOST in outcome.intent.decision.get("coveredHolds", ()):
-            await self._db.run(self._add_catalog_host, principal, context.agent, request.host)
+            await self._db.writing(self._add_catalog_host, principal, context.agent, request.host)
         return outcome
 
     async def _replay(
@@ -210,7 +209,7 @@ class PurchaseService:
     ) -> PaidOutcome | PendingOutcome | None:
         """The answer for a key that already names a purchase, if there is one before paying again;
         an approved held payment is kept in `call.held`: every check runs again, then it pays once."""
-        existing, approval = await self._db.run(self._find_intent, principal, agent.id, key)
+        existing, approval = await self._db.reading(self._find_intent, principal, agent.id, key)
         if existing is None:
             return None
         if existing.status != IntentStatus.CREATED or existing.fingerprint != fingerprint:
@@ -230,13 +229,13 @@ class PurchaseService:
         if context is None:
             return
         if passage.failed == Step.HOST:
-            await self._db.run(self._audit_host_denied, principal, context.agent, request)
+            await self._db.writing(self._audit_host_denied, principal, context.agent, request)
         elif passage.denied is not None:
             await self._db.run(self._audit_denied_before_request, principal, context.agent, passage.denied)
         elif isinstance(passage.error, InsufficientFunds):
             assert context.wallet is not None
             assert passage.selection is not None
-            await self._db.run(
+            await self._db.writing(
                 self._audit_insufficient,
                 principal,
                 context.agent,
@@ -245,21 +244,25 @@ class PurchaseService:
                 passage.error,
             )
 
-    def _reserve(self, principal: Principal, agent: Agent, facts: ledger.PurchaseFacts) -> ledger.Reservation:
-        with self._db.write() as session:
-            return ledger.reserve(session, principal, agent=agent, facts=facts, now=self._clock.now())
+    def _reserve(
+        self, session: Session, principal: Principal, agent: Agent, facts: ledger.PurchaseFacts
+    ) -> ledger.Reservation:
+        return ledger.reserve(session, principal, agent=agent, facts=facts, now=self._clock.now())
 
     def _authorize_held(
-        self, principal: Principal, agent: Agent, intent_id: str, facts: ledger.PurchaseFacts
+        self,
+        session: Session,
+        principal: Principal,
+        agent: Agent,
+        intent_id: str,
+        facts: ledger.PurchaseFacts,
     ) -> ledger.Reservation:
-        with self._db.write() as session:
-            return ledger.authorize_held(
-                session, principal, agent=agent, intent_id=intent_id, facts=facts, now=self._clock.now()
-            )
+        return ledger.authorize_held(
+            session, principal, agent=agent, intent_id=intent_id, facts=facts, now=self._clock.now()
+        )
 
-    def _add_catalog_host(self, principal: Principal, agent: Agent, host: str) -> None:
-        with self._db.write() as session:
-            add_catalog_host(session, agent=agent, host=host, actor=principal.actor, now=self._clock.now())
+    def _add_catalog_host(self, session: Session, principal: Principal, agent: Agent, host: str) -> None:
+        add_catalog_host(session, agent=agent, host=host, actor=principal.actor, now=self._clock.now())
 
     def _audit_denied_before_request(
         self, principal: Principal, agent: Agent, denied: LocationDenied
@@ -283,17 +286,18 @@ class PurchaseService:
                 now=self._clock.now(),
             )
 
-    def _audit_host_denied(self, principal: Principal, agent: Agent, request: FetchPaidInput) -> None:
-        with self._db.write() as session:
-            audit(
-                session,
-                org_id=agent.org_id,
-                type="payment.denied",
-                actor=principal.actor,
-                agent_id=agent.id,
-                data={"reasons": ["host_not_allowed"], "host": request.host, "stage": "before_request"},
-                now=self._clock.now(),
-            )
+    def _audit_host_denied(
+        self, session: Session, principal: Principal, agent: Agent, request: FetchPaidInput
+    ) -> None:
+        audit(
+            session,
+            org_id=agent.org_id,
+            type="payment.denied",
+            actor=principal.actor,
+            agent_id=agent.id,
+            data={"reasons": ["host_not_allowed"], "host": request.host, "stage": "before_request"},
+            now=self._clock.now(),
+        )
 
     async def _balance_of(self, owner: str, selection: Selection) -> int | None:
         """The wallet's balance for the preflight's wallet step: a value already known, unless it
@@ -319,27 +323,27 @@ class PurchaseService:
 
     def _audit_insufficient(
         self,
+        session: Session,
         principal: Principal,
         agent: Agent,
         wallet: Wallet,
         selection: Selection,
         error: InsufficientFunds,
     ) -> None:
-        with self._db.write() as session:
-            audit(
-                session,
-                org_id=agent.org_id,
-                type="payment.insufficient_funds",
-                actor=principal.actor,
-                agent_id=agent.id,
-                data={
-                    "payer": wallet.address,
-                    "network": selection.network,
-                    "balanceUsd": error.extra["balanceUsdc"],
-                    "amountUsd": error.extra["amountUsdc"],
-                },
-                now=self._clock.now(),
-            )
+        audit(
+            session,
+            org_id=agent.org_id,
+            type="payment.insufficient_funds",
+            actor=principal.actor,
+            agent_id=agent.id,
+            data={
+                "payer": wallet.address,
+                "network": selection.network,
+                "balanceUsd": error.extra["balanceUsdc"],
+                "amountUsd": error.extra["amountUsdc"],
+            },
+            now=self._clock.now(),
+        )
 
     async def _pay(
         self,
@@ -538,7 +542,7 @@ class PurchaseService:
             raise IdempotencyKeyReused()
         now = self._clock.now()
         if intent.status == IntentStatus.CREATED:
-            approval = await self._db.run(self._approval_of, principal, intent.id)
+            approval = await self._db.reading(self._approval_of, principal, intent.id)
             assert approval is not None
             approvals.raise_if_closed(approval, now)
             return self._pending(intent, approval)
@@ -548,7 +552,7 @@ class PurchaseService:
         if intent.status in (IntentStatus.SETTLED, IntentStatus.SETTLEMENT_PENDING):
             return PaidOutcome(intent, intent.seller_status, True, None)
         if intent.status in (IntentStatus.FAILED, IntentStatus.EXPIRED):
-            approval = await self._db.run(self._approval_of, principal, intent.id)
+            approval = await self._db.reading(self._approval_of, principal, intent.id)
             if approval is not None:
                 approvals.raise_if_closed(approval, now)
             raise IntentNotReplayable(intentId=intent.id, idempotencyKey=intent.idempotency_key)

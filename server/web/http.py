@@ -62,12 +62,9 @@ def rate_limited_json(error: RateLimited, *, cors: bool = True) -> Response:
 async def count(request: Request, limit: Limit, who: str | None = None) -> None:
     """Count this request against `limit` in the database; raises RateLimited when over."""
     services = services_of(request)
-
-    def hit() -> None:
-        with services.db.write() as session:
-            count_request(session, limit=limit, who=who or client_address(request), now=services.clock.now())
-
-    await services.db.run(hit)
+    await services.db.writing(
+        count_request, limit=limit, who=who or client_address(request), now=services.clock.now()
+    )
 
 
 async def json_body(request: Request, *, max_bytes: int = DEFAULT_LIMIT) -> Any:

@@ -37,7 +37,6 @@ from auth.oauth_server import (
 )
 from auth.scopes import SCOPE_DESCRIPTIONS
 from server.kit.errors import PaywardenError
-from server.models import Agent
 from server.vocabulary import ClientKind
 from server.web.http import (
     CORS_HEADERS,
@@ -87,12 +86,8 @@ async def register(request: Request) -> Response:
         return rate_limited_json(error)
     metadata = await json_body(request)
 
-    def work() -> NewClient:
-        with services.db.write() as session:
-            return register_client(session, metadata=metadata, now=services.clock.now())
-
     try:
-        created = await services.db.run(work)
+        created = await services.db.writing(register_client, metadata=metadata, now=services.clock.now())
     except OAuth2Error as error:
         return oauth_response(error_answer(error))
     return JSONResponse(registration_document(created), status_code=201, headers={**NO_STORE, **CORS_HEADERS})
@@ -125,14 +120,10 @@ def _form_endpoint(respond: Responder) -> Callable[[Request], Awaitable[Response
             return rate_limited_json(error)
         http = await _form_request(request)
 
-        def work() -> HttpAnswer:
-            with services.db.write() as session:
-                answer: HttpAnswer = respond(
-                    session, config=services.oauth, request=http, now=services.clock.now()
-                )
-                return answer
-
-        return oauth_response(await services.db.run(work))
+        answer: HttpAnswer = await services.db.writing(
+            respond, config=services.oauth, request=http, now=services.clock.now()
+        )
+        return oauth_response(answer)
 
     return endpoint
 
@@ -157,12 +148,9 @@ async def _ensure_document(visit: Visit, http: HttpRequest) -> None:
 async def _checked(visit: Visit, http: HttpRequest) -> AuthorizationRequest:
     await _ensure_document(visit, http)
     services = visit.services
-
-    def check() -> AuthorizationRequest:
-        with services.db.read() as session:
-            return check_request(session, config=services.oauth, request=http, now=services.clock.now())
-
-    return await services.db.run(check)
+    return await services.db.reading(
+        check_request, config=services.oauth, request=http, now=services.clock.now()
+    )
 
 
 def _page_error(visit: Visit, error: PaywardenError) -> Response:
@@ -178,10 +166,6 @@ async def consent_page(
     services = visit.services
     signed_in = visit.member
 
-    def agents() -> list[Agent]:
-        with services.db.read() as session:
-            return delegable_agents(session, signed_in)
-
     grantable = grantable_scopes(signed_in.member.role)
     requested = sorted(checked.scopes)
     context = {
@@ -190,7 +174,7 @@ async def consent_page(
         "client_id": checked.client.client_id,
         "described_by_document": checked.client.kind == ClientKind.METADATA_DOCUMENT,
         "redirect_host": checked.redirect_host,
-        "agents": await services.db.run(agents),
+        "agents": await services.db.reading(delegable_agents, signed_in),
         "scopes": [(scope, SCOPE_DESCRIPTIONS[scope]) for scope in requested if scope in grantable],
         "withheld": [(scope, SCOPE_DESCRIPTIONS[scope]) for scope in requested if scope not in grantable],
         "query": query,
@@ -254,13 +238,11 @@ async def decide(visit: Visit) -> Response:
     agent_id = str(form.get("agent") or "")
     allowed = form.get("decision") == "allow"
 
-    def answer() -> str:
-        now = services.clock.now()
-        with services.db.write() as session:
-            if not allowed:
-                return deny(session, config=services.oauth, request=http, now=now)
-            return approve(
-                session,
+    now = services.clock.now()
+    try:
+        if allowed:
+            location = await services.db.writing(
+                approve,
                 config=services.oauth,
                 request=http,
                 signed_in=signed_in,
@@ -268,9 +250,8 @@ async def decide(visit: Visit) -> Response:
                 scopes=scopes,
                 now=now,
             )
-
-    try:
-        location = await services.db.run(answer)
+        else:
+            location = await services.db.writing(deny, config=services.oauth, request=http, now=now)
     except ClientRedirect as redirect:
         return visit.redirect(redirect.location)
     except PaywardenError as error:

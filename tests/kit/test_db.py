@@ -9,6 +9,7 @@ import threading
 import anyio
 import pytest
 from sqlalchemy import text
+from sqlmodel import Session
 
 from server.kit.db import Database
 
@@ -55,3 +56,30 @@ async def test_database_work_runs_in_threads_of_its_own_no_more_than_its_connect
         assert most == sqlite_db.threads
         release.set()
     assert running == 0
+
+
+def _inside(session: Session, label: str, *, twice: bool = False) -> tuple[str, int, bool]:
+    """Which thread the service ran on, and whether its session can see what a write just kept."""
+    value = session.execute(text("SELECT COUNT(*) FROM named_calls")).scalar_one()
+    return (label * (2 if twice else 1), value, threading.current_thread() is threading.main_thread())
+
+
+def _keep(session: Session, value: int) -> None:
+    session.execute(text("INSERT INTO named_calls (value) VALUES (:value)"), {"value": value})
+
+
+def _keep_then_fail(session: Session, value: int) -> None:
+    _keep(session, value)
+    raise RuntimeError("the service failed")
+
+
+@pytest.mark.anyio
+async def test_reading_and_writing_hand_a_unit_of_work_to_the_named_service(sqlite_db: Database) -> None:
+    with sqlite_db.write() as session:
+        session.execute(text("CREATE TABLE named_calls (value INTEGER)"))
+    await sqlite_db.writing(_keep, 1)
+    assert await sqlite_db.reading(_inside, "a", twice=True) == ("aa", 1, False)
+    with pytest.raises(RuntimeError):
+        await sqlite_db.writing(_keep_then_fail, 2)
+    # The failed unit of work is rolled back as a whole.
+    assert await sqlite_db.reading(_inside, "b") == ("b", 1, False)

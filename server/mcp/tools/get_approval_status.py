@@ -5,12 +5,15 @@ An agent sees only its own agent's approvals; any other id is approval_not_found
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import WithJsonSchema
+from sqlmodel import Session
 
+from auth.principal import Principal
 from auth.scopes import Scope
 from server.approvals import service as approvals
 from server.approvals.errors import ApprovalNotFound
@@ -32,6 +35,13 @@ ApprovalId = Annotated[
 ]
 
 
+def _approval_status(
+    session: Session, principal: Principal, approval_id: str, now: datetime
+) -> dict[str, Any]:
+    """The approval as its agent may see it."""
+    return schema.approval_status(approvals.agent_view(approvals.get(session, principal, approval_id), now))
+
+
 def register(mcp: MCPServer, services: Services) -> None:
     @mcp.tool(
         name="get_approval_status",
@@ -48,13 +58,7 @@ def register(mcp: MCPServer, services: Services) -> None:
             principal = principal_for(ctx, Scope.PAYMENTS_READ)
             if not isinstance(approvalId, str) or not approvalId or len(approvalId) > 40:
                 raise ApprovalNotFound()
-            approval_id = approvalId
-
-            def read() -> dict[str, Any]:
-                with services.db.read() as session:
-                    approval = approvals.get(session, principal, approval_id)
-                    return schema.approval_status(approvals.agent_view(approval, services.clock.now()))
-
-            return ok_result(await services.db.run(read))
+            status = await services.db.reading(_approval_status, principal, approvalId, services.clock.now())
+            return ok_result(status)
         except Exception as exc:
             return to_tool_error(exc, tool="get_approval_status")

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
+from sqlmodel import Session
 
+from auth.principal import Principal
 from auth.scopes import Scope
 from server.mcp.content import ok_result
 from server.mcp.context import principal_for
@@ -26,6 +29,10 @@ DESCRIPTION = (
 )
 
 
+def _budget_of(session: Session, principal: Principal, *, agent_id: str, now: datetime) -> dict[str, Any]:
+    return schema.budget(budget(session, principal, agent_id=agent_id, now=now))
+
+
 def register(mcp: MCPServer, services: Services) -> None:
     @mcp.tool(
         name="get_budget",
@@ -39,14 +46,9 @@ def register(mcp: MCPServer, services: Services) -> None:
         try:
             principal = principal_for(ctx, Scope.PAYMENTS_READ)
             assert principal.agent_id is not None
-            agent_id = principal.agent_id
-
-            def read() -> dict[str, Any]:
-                with services.db.read() as session:
-                    return schema.budget(
-                        budget(session, principal, agent_id=agent_id, now=services.clock.now())
-                    )
-
-            return ok_result(await services.db.run(read))
+            answer = await services.db.reading(
+                _budget_of, principal, agent_id=principal.agent_id, now=services.clock.now()
+            )
+            return ok_result(answer)
         except Exception as exc:
             return to_tool_error(exc, tool="get_budget")

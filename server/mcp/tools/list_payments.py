@@ -7,7 +7,9 @@ from typing import Annotated, Any
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import WithJsonSchema
+from sqlmodel import Session
 
+from auth.principal import Principal
 from auth.scopes import Scope
 from server.kit.errors import InputReason, InvalidInput
 from server.mcp.content import ok_result
@@ -49,6 +51,14 @@ def parse(limit: Any, status: Any) -> tuple[int, IntentStatus | None]:
     return limit, IntentStatus(status)
 
 
+def _payments_of(
+    session: Session, principal: Principal, *, agent_id: str, limit: int, status: IntentStatus | None
+) -> dict[str, Any]:
+    """The agent's newest payments, newest first."""
+    rows = ledger.newest(session, principal, agent_id=agent_id, limit=limit, status=status)
+    return schema.payments_list(agent_id, rows)
+
+
 def register(mcp: MCPServer, services: Services) -> None:
     @mcp.tool(
         name="list_payments",
@@ -65,13 +75,9 @@ def register(mcp: MCPServer, services: Services) -> None:
             principal = principal_for(ctx, Scope.PAYMENTS_READ)
             count, only = parse(limit, status)
             assert principal.agent_id is not None
-            agent_id = principal.agent_id
-
-            def read() -> dict[str, Any]:
-                with services.db.read() as session:
-                    rows = ledger.newest(session, principal, agent_id=agent_id, limit=count, status=only)
-                    return schema.payments_list(agent_id, rows)
-
-            return ok_result(await services.db.run(read))
+            listed = await services.db.reading(
+                _payments_of, principal, agent_id=principal.agent_id, limit=count, status=only
+            )
+            return ok_result(listed)
         except Exception as exc:
             return to_tool_error(exc, tool="list_payments")

@@ -8,12 +8,15 @@ rule; only a person can.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import WithJsonSchema
+from sqlmodel import Session
 
+from auth.principal import Principal
 from auth.scopes import Scope
 from server.mcp.content import ok_result
 from server.mcp.context import principal_for
@@ -22,6 +25,7 @@ from server.mcp.schemas.rules import ProposeRuleResult
 from server.policy.proposals import (
     DEFAULT_EXPIRES_IN_HOURS,
     MAX_EXPIRES_IN_HOURS,
+    Proposal,
     parse_proposal,
 )
 from server.policy.rulebook import RuleRejected, propose_chat_rule
@@ -73,6 +77,15 @@ ExpiresInHours = Annotated[
 ]
 
 
+def _propose(
+    session: Session, principal: Principal, *, agent_id: str, proposal: Proposal, now: datetime
+) -> ProposeRuleResult:
+    """The agent's proposal, added to its own rules (or the same rule it already proposed)."""
+    agent = get_agent(session, principal, agent_id)
+    rule, added = propose_chat_rule(session, agent=agent, proposal=proposal, actor=principal.actor, now=now)
+    return ProposeRuleResult.of(rule, added=added)
+
+
 def register(mcp: MCPServer, services: Services) -> None:
     @mcp.tool(
         name="propose_rule",
@@ -105,22 +118,10 @@ def register(mcp: MCPServer, services: Services) -> None:
                 proposal = parse_proposal({name: value for name, value in given.items() if value is not None})
             except RuleError as exc:
                 raise RuleRejected.from_error(exc) from exc
-            agent_id = principal.agent_id
-            assert agent_id is not None
-
-            def write() -> ProposeRuleResult:
-                with services.db.write() as session:
-                    agent = get_agent(session, principal, agent_id)
-                    rule, added = propose_chat_rule(
-                        session,
-                        agent=agent,
-                        proposal=proposal,
-                        actor=principal.actor,
-                        now=services.clock.now(),
-                    )
-                return ProposeRuleResult.of(rule, added=added)
-
-            result = await services.db.run(write)
+            assert principal.agent_id is not None
+            result = await services.db.writing(
+                _propose, principal, agent_id=principal.agent_id, proposal=proposal, now=services.clock.now()
+            )
             return ok_result(result.model_dump(mode="json"))
         except Exception as exc:
             return to_tool_error(exc, tool="propose_rule")

@@ -3,12 +3,15 @@ policy would let fetch_paid pay it now. Read-only."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import WithJsonSchema
+from sqlmodel import Session
 
+from auth.principal import Principal
 from auth.scopes import Scope
 from server.mcp.arguments import ABSENT, NO_DEFAULT_IN_SCHEMA, TEXT_AS_SENT, text_or_none
 from server.mcp.content import ok_result
@@ -16,7 +19,14 @@ from server.mcp.context import principal_for
 from server.mcp.errors import to_tool_error
 from server.mcp.schemas import catalog as schema
 from server.mcp.schemas.catalog import SearchResult
-from server.payments.discovery import DEFAULT_LIMIT, MAX_LIMIT, MAX_QUERY, search_paid_apis, validate_search
+from server.payments.discovery import (
+    DEFAULT_LIMIT,
+    MAX_LIMIT,
+    MAX_QUERY,
+    SearchInput,
+    search_paid_apis,
+    validate_search,
+)
 from server.services import Services
 from server.settings import SUPPORTED_NETWORKS
 
@@ -59,6 +69,12 @@ Limit = Annotated[
 ]
 
 
+def _search(
+    session: Session, principal: Principal, *, agent_id: str, request: SearchInput, now: datetime
+) -> tuple[dict[str, Any], list[str]]:
+    return schema.search(search_paid_apis(session, principal, agent_id=agent_id, request=request, now=now))
+
+
 def register(mcp: MCPServer, services: Services) -> None:
     @mcp.tool(
         name="search_paid_apis",
@@ -81,16 +97,9 @@ def register(mcp: MCPServer, services: Services) -> None:
                 {"query": text_or_none(query), "category": category, "network": network, "limit": limit}
             )
             assert principal.agent_id is not None
-            agent_id = principal.agent_id
-
-            def read() -> tuple[dict[str, Any], list[str]]:
-                with services.db.read() as session:
-                    outcome = search_paid_apis(
-                        session, principal, agent_id=agent_id, request=request, now=services.clock.now()
-                    )
-                    return schema.search(outcome)
-
-            structured, fenced = await services.db.run(read)
+            structured, fenced = await services.db.reading(
+                _search, principal, agent_id=principal.agent_id, request=request, now=services.clock.now()
+            )
             return ok_result(structured, fenced=fenced)
         except Exception as exc:
             return to_tool_error(exc, tool="search_paid_apis")

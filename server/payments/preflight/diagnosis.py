@@ -30,6 +30,8 @@ from datetime import datetime
 from enum import StrEnum
 from urllib.parse import urlsplit
 
+from sqlmodel import Session
+
 from auth.principal import Principal
 from server.chain.service import ChainService
 from server.kit.clock import Clock
@@ -447,20 +449,19 @@ class DiagnosisService:
             db=db,
         )
 
-    def _policy_view(self, principal: Principal, facts: ledger.PurchaseFacts) -> PolicyView:
+    def _policy_view(self, session: Session, principal: Principal, facts: ledger.PurchaseFacts) -> PolicyView:
         assert principal.agent_id is not None
         now = self._clock.now()
-        with self._db.read() as session:
-            current = get_agent(session, principal, principal.agent_id)
-            standing = ledger.standing(session, agent=current, now=now)
-            context = context_for(session, agent=current, host=facts.host, pay_to=facts.selection.pay_to)
-            decision = standing.judge(facts.payment(), context)
-            blocks, chat = rule_views(standing, facts, now)
+        current = get_agent(session, principal, principal.agent_id)
+        standing = ledger.standing(session, agent=current, now=now)
+        context = context_for(session, agent=current, host=facts.host, pay_to=facts.selection.pay_to)
+        decision = standing.judge(facts.payment(), context)
+        blocks, chat = rule_views(standing, facts, now)
         return PolicyView(decision, blocks, chat)
 
     async def diagnose(self, principal: Principal, request: FetchPaidInput) -> Diagnosis:
         async def policy(facts: ledger.PurchaseFacts) -> PolicyView:
-            return await self._db.run(self._policy_view, principal, facts)
+            return await self._db.reading(self._policy_view, principal, facts)
 
         return await self._diagnoser.run(request, principal=principal, policy=policy)
 

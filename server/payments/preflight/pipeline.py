@@ -26,6 +26,7 @@ from enum import StrEnum
 
 import anyio
 from sqlalchemy.exc import SQLAlchemyError
+from sqlmodel import Session
 
 from auth.principal import Principal
 from server.catalog.service import listing_for
@@ -108,19 +109,18 @@ class AgentContext:
         return judge_for(self.policy, self.rules, listed=self.listed)
 
 
-def load_context(db: Database, principal: Principal, host: str, now: datetime) -> AgentContext:
+def load_context(session: Session, principal: Principal, host: str, now: datetime) -> AgentContext:
     """The calling agent, its policy and rules in force, its wallet, and whether the catalog lists
     `host`."""
     assert principal.agent_id is not None
-    with db.read() as session:
-        agent, policy = agent_with_policy(session, principal, principal.agent_id)
-        return AgentContext(
-            agent,
-            policy,
-            active_wallet(session, agent),
-            listing_for(session, host) is not None,
-            tuple(rules_for_agent(session, agent, now=now)),
-        )
+    agent, policy = agent_with_policy(session, principal, principal.agent_id)
+    return AgentContext(
+        agent,
+        policy,
+        active_wallet(session, agent),
+        listing_for(session, host) is not None,
+        tuple(rules_for_agent(session, agent, now=now)),
+    )
 
 
 @dataclass(frozen=True)
@@ -268,9 +268,7 @@ class Preflight:
             return None
         assert self._db is not None
         try:
-            context = await self._db.run(
-                load_context, self._db, plan.principal, request.host, self._clock.now()
-            )
+            context = await self._db.reading(load_context, plan.principal, request.host, self._clock.now())
         except SQLAlchemyError as exc:
             log.exception("could not load the agent's policy")
             raise ControlPlaneUnavailable() from exc

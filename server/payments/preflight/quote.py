@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from sqlmodel import Session
+
 from auth.principal import Principal
 from server.kit.clock import Clock
 from server.kit.db import Database
@@ -53,7 +55,7 @@ class QuoteService:
 
     async def quote(self, principal: Principal, request: FetchPaidInput) -> Quote:
         async def decide(facts: ledger.PurchaseFacts) -> Decision:
-            return await self._db.run(self._decide, principal, facts)
+            return await self._db.reading(self._decide, principal, facts)
 
         # The wallet is reported, not required: the quote is the policy's answer.
         plan = Plan(
@@ -95,8 +97,7 @@ class QuoteService:
             wallet_configured=passage.wallet is not None,
         )
 
-    def _decide(self, principal: Principal, facts: ledger.PurchaseFacts) -> Decision:
+    def _decide(self, session: Session, principal: Principal, facts: ledger.PurchaseFacts) -> Decision:
         assert principal.agent_id is not None
-        with self._db.read() as session:
-            agent = get_agent(session, principal, principal.agent_id)
-            return ledger.decide(session, agent=agent, facts=facts, now=self._clock.now())
+        agent = get_agent(session, principal, principal.agent_id)
+        return ledger.decide(session, agent=agent, facts=facts, now=self._clock.now())

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import logging
 
+from sqlmodel import Session
+
 from auth.principal import Principal
 from server.chain.service import ChainService
 from server.kit.clock import Clock
@@ -55,16 +57,15 @@ class ExpireAuthorizations:
         self._settlement = SettlementChecker(db=db, chain=chain, clock=clock)
 
     async def run_once(self) -> int:
-        handled = await self._db.run(self._expire_approvals)
+        handled = await self._db.writing(self._expire_approvals)
         handled += await self._db.run(self._expire_unsent)
         for intent in await self._db.run(self._sent_and_lapsed):
             after = await self._settlement.reconcile(intent, principal=RECONCILER)
             handled += int(after.status != intent.status or after.failure_code != intent.failure_code)
         return handled
 
-    def _expire_approvals(self) -> int:
-        with self._db.write() as session:
-            return len(decisions.expire_lapsed(session, RECONCILER, now=self._clock.now()))
+    def _expire_approvals(self, session: Session) -> int:
+        return len(decisions.expire_lapsed(session, RECONCILER, now=self._clock.now()))
 
     def _expire_unsent(self) -> int:
         now = self._clock.now()

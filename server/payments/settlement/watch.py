@@ -116,17 +116,16 @@ class OutOfPolicyWatch:
         self._clock = clock
         self._assets = assets
 
-    def _owners(self) -> dict[str, list[WalletOwner]]:
+    def _owners(self, session: Session) -> dict[str, list[WalletOwner]]:
         """Active wallets by lower-case address (one key may serve agents of several orgs)."""
-        with self._db.read() as session:
-            owners: dict[str, list[WalletOwner]] = defaultdict(list)
-            for owner in WatchRepository(session).active_wallet_owners():
-                owners[owner.address].append(owner)
-            return owners
+        owners: dict[str, list[WalletOwner]] = defaultdict(list)
+        for owner in WatchRepository(session).active_wallet_owners():
+            owners[owner.address].append(owner)
+        return owners
 
     async def run_once(self) -> int:
         found = 0
-        owners = await self._db.run(self._owners)
+        owners = await self._db.reading(self._owners)
         for network in self._chain.networks:
             asset = self._assets.get(network)
             if asset is None:
@@ -141,7 +140,7 @@ class OutOfPolicyWatch:
 
     async def scan(self, network: str, asset: str, address: str, owners: list[WalletOwner]) -> int:
         latest = await self._chain.block_number(network)
-        cursor = await self._db.run(self._cursor, network, asset, address)
+        cursor = await self._db.reading(self._cursor, network, asset, address)
         start = max(0, cursor - OVERLAP_BLOCKS) if cursor is not None else max(0, latest - LOOKBACK_BLOCKS)
         if start > latest:
             return 0
@@ -152,10 +151,9 @@ class OutOfPolicyWatch:
         kept = [movement for movement in movements if movement.block_timestamp >= earliest]
         return await self._db.run(self._record, network, asset, address, owners, kept, latest + 1)
 
-    def _cursor(self, network: str, asset: str, address: str) -> int | None:
-        with self._db.read() as session:
-            row = WatchRepository(session).cursor(network=network, asset=asset, address=address)
-            return row.next_block if row is not None else None
+    def _cursor(self, session: Session, network: str, asset: str, address: str) -> int | None:
+        row = WatchRepository(session).cursor(network=network, asset=asset, address=address)
+        return row.next_block if row is not None else None
 
     def _record(
         self,

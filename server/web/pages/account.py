@@ -4,12 +4,16 @@ everywhere."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
+from sqlmodel import Session
 from starlette.responses import Response
 
 from auth import step_up
 from auth.errors import LastPasskey
 from auth.passkeys import (
     Ceremony,
+    RelyingParty,
     claim_challenge,
     passkeys_of,
     register_passkey,
@@ -17,7 +21,7 @@ from auth.passkeys import (
     remove_passkey,
     rename_passkey,
 )
-from auth.sessions import SESSION_COOKIE, end_all_sessions
+from auth.sessions import SESSION_COOKIE, SignedIn, end_all_sessions
 from server.models import MemberPasskey
 from server.vocabulary import ChallengePurpose, StepUpAction
 from server.web.pages.ceremonies import options_answer, read_answer
@@ -32,14 +36,7 @@ NOTICES = {
 
 
 async def _list(visit: Visit) -> list[MemberPasskey]:
-    services = visit.services
-    principal = visit.member.principal
-
-    def read() -> list[MemberPasskey]:
-        with services.db.read() as session:
-            return passkeys_of(session, principal)
-
-    return await services.db.run(read)
+    return await visit.services.db.reading(passkeys_of, visit.member.principal)
 
 
 async def passkeys_page(visit: Visit, *, error: str | None = None, status: int = 200) -> Response:
@@ -65,90 +62,75 @@ async def step_up_options(visit: Visit) -> Response:
     """The first half of adding a passkey: a challenge for one of the member's own passkeys."""
     await read_answer(visit)
     services = visit.services
-    signed_in = visit.member
-
-    def start() -> Ceremony:
-        with services.db.write() as session:
-            return step_up.begin(
-                session,
-                rp=services.relying_party,
-                signed_in=signed_in,
-                action=StepUpAction.ADD_PASSKEY,
-                now=services.clock.now(),
-            )
-
-    return visit.json(options_answer(visit, await services.db.run(start)))
+    ceremony = await services.db.writing(
+        step_up.begin,
+        rp=services.relying_party,
+        signed_in=visit.member,
+        action=StepUpAction.ADD_PASSKEY,
+        now=services.clock.now(),
+    )
+    return visit.json(options_answer(visit, ceremony))
 
 
 async def step_up_verify(visit: Visit) -> Response:
     body = await read_answer(visit)
     services = visit.services
     signed_in = visit.member
-
-    def check() -> str:
-        now = services.clock.now()
-        with services.db.write() as session:
-            claimed = step_up.claim(session, body.get("challengeId"), signed_in=signed_in, now=now)
-        with services.db.write() as session:
-            return step_up.complete(
-                session,
-                rp=services.relying_party,
-                signed_in=signed_in,
-                step_up=claimed,
-                credential=body.get("credential"),
-                now=now,
-            )
-
-    return visit.json({"stepUpId": await services.db.run(check)})
+    now = services.clock.now()
+    # Two units of work: the challenge is spent even if the answer to it is then refused.
+    claimed = await services.db.writing(step_up.claim, body.get("challengeId"), signed_in=signed_in, now=now)
+    step_up_id = await services.db.writing(
+        step_up.complete,
+        rp=services.relying_party,
+        signed_in=signed_in,
+        step_up=claimed,
+        credential=body.get("credential"),
+        now=now,
+    )
+    return visit.json({"stepUpId": step_up_id})
 
 
 async def add_options(visit: Visit) -> Response:
     """Options for the new passkey, for a session that has just redeemed its step-up."""
     body = await read_answer(visit)
     services = visit.services
-    signed_in = visit.member
-    member = signed_in.member
+    ceremony = await services.db.writing(
+        _redeem_then_offer_passkey,
+        step_up_id=body.get("stepUpId"),
+        signed_in=visit.member,
+        rp=services.relying_party,
+        now=services.clock.now(),
+    )
+    return visit.json(options_answer(visit, ceremony))
 
-    def start() -> Ceremony:
-        now = services.clock.now()
-        with services.db.write() as session:
-            step_up.redeem(
-                session, body.get("stepUpId"), signed_in=signed_in, action=StepUpAction.ADD_PASSKEY, now=now
-            )
-            return registration_options(
-                session,
-                rp=services.relying_party,
-                member=member,
-                purpose=ChallengePurpose.ADD_PASSKEY,
-                now=now,
-            )
 
-    return visit.json(options_answer(visit, await services.db.run(start)))
+def _redeem_then_offer_passkey(
+    session: Session, *, step_up_id: object, signed_in: SignedIn, rp: RelyingParty, now: datetime
+) -> Ceremony:
+    """One unit of work: the step-up is spent only if the new passkey's options are made."""
+    step_up.redeem(session, step_up_id, signed_in=signed_in, action=StepUpAction.ADD_PASSKEY, now=now)
+    return registration_options(
+        session, rp=rp, member=signed_in.member, purpose=ChallengePurpose.ADD_PASSKEY, now=now
+    )
 
 
 async def add_verify(visit: Visit) -> Response:
     body = await read_answer(visit)
     services = visit.services
-    member = visit.member.member
-
-    def add() -> None:
-        now = services.clock.now()
-        with services.db.write() as session:
-            challenge = claim_challenge(
-                session, body.get("challengeId"), purpose=ChallengePurpose.ADD_PASSKEY, now=now
-            )
-        with services.db.write() as session:
-            register_passkey(
-                session,
-                rp=services.relying_party,
-                member=member,
-                challenge=challenge,
-                credential=body.get("credential"),
-                name=body.get("name"),
-                now=now,
-            )
-
-    await services.db.run(add)
+    now = services.clock.now()
+    # Two units of work: the challenge is spent even if the answer to it is then refused.
+    challenge = await services.db.writing(
+        claim_challenge, body.get("challengeId"), purpose=ChallengePurpose.ADD_PASSKEY, now=now
+    )
+    await services.db.writing(
+        register_passkey,
+        rp=services.relying_party,
+        member=visit.member.member,
+        challenge=challenge,
+        credential=body.get("credential"),
+        name=body.get("name"),
+        now=now,
+    )
     return visit.json({"redirect": f"{PATH}?done=added"})
 
 
@@ -156,16 +138,14 @@ async def rename(visit: Visit) -> Response:
     form = await visit.request.form()
     visit.check_csrf(form.get("csrf"))
     services = visit.services
-    principal = visit.member.principal
     passkey_id = str(visit.request.path_params["passkey_id"])
-
-    def change() -> None:
-        with services.db.write() as session:
-            rename_passkey(
-                session, principal, passkey_id=passkey_id, name=form.get("name"), now=services.clock.now()
-            )
-
-    await services.db.run(change)
+    await services.db.writing(
+        rename_passkey,
+        visit.member.principal,
+        passkey_id=passkey_id,
+        name=form.get("name"),
+        now=services.clock.now(),
+    )
     return visit.redirect(f"{PATH}?done=renamed")
 
 
@@ -173,15 +153,11 @@ async def remove(visit: Visit) -> Response:
     form = await visit.request.form()
     visit.check_csrf(form.get("csrf"))
     services = visit.services
-    principal = visit.member.principal
     passkey_id = str(visit.request.path_params["passkey_id"])
-
-    def delete() -> None:
-        with services.db.write() as session:
-            remove_passkey(session, principal, passkey_id=passkey_id, now=services.clock.now())
-
     try:
-        await services.db.run(delete)
+        await services.db.writing(
+            remove_passkey, visit.member.principal, passkey_id=passkey_id, now=services.clock.now()
+        )
     except LastPasskey as error:
         return await passkeys_page(visit, error=error.describe(), status=409)
     if passkey_id == visit.member.passkey_id:
@@ -196,12 +172,6 @@ async def sign_out_everywhere(visit: Visit) -> Response:
     form = await visit.request.form()
     visit.check_csrf(form.get("csrf"))
     services = visit.services
-    principal = visit.member.principal
-
-    def end_all() -> None:
-        with services.db.write() as session:
-            end_all_sessions(session, principal, now=services.clock.now())
-
-    await services.db.run(end_all)
+    await services.db.writing(end_all_sessions, visit.member.principal, now=services.clock.now())
     visit.cookies_to_clear.append(SESSION_COOKIE)
     return visit.redirect("/login?signed_out=everywhere")

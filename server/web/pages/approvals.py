@@ -13,14 +13,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from sqlmodel import Session
 from starlette.responses import Response
 
-from auth.passkeys import Ceremony, claim_challenge
+from auth.passkeys import claim_challenge
+from auth.sessions import SignedIn
 from server.approvals import service as approvals
 from server.approvals.errors import ApprovalNotFound
 from server.kit.errors import InputReason, InvalidInput
 from server.kit.money import format_usd
-from server.models import Agent, Approval, Organization, WebAuthnChallenge
+from server.models import Agent, Approval, Organization
 from server.payments import decisions
 from server.settings import BASE_SEPOLIA, SUPPORTED_NETWORKS
 from server.tenancy.service import find_org, get_agent, set_approval_ttl
@@ -125,19 +127,22 @@ def _view(approval: Approval, agent: Agent, now: datetime) -> ApprovalView:
     )
 
 
+def _inbox_of(
+    session: Session, signed_in: SignedIn, now: datetime
+) -> tuple[Organization, list[ApprovalView]]:
+    """The member's organisation and the approvals waiting for them to decide."""
+    principal = signed_in.principal
+    org = find_org(session, principal, signed_in.member.org_id)
+    rows = approvals.pending_for_decider(session, principal, member=signed_in.member, now=now)
+    return org, [_view(row, get_agent(session, principal, row.agent_id), now) for row in rows]
+
+
 async def inbox(visit: Visit) -> Response:
     services = visit.services
     signed_in = visit.member
     now = services.clock.now()
 
-    def read() -> tuple[Organization, list[ApprovalView]]:
-        with services.db.read() as session:
-            principal = signed_in.principal
-            org = find_org(session, principal, signed_in.member.org_id)
-            rows = approvals.pending_for_decider(session, principal, member=signed_in.member, now=now)
-            return org, [_view(row, get_agent(session, principal, row.agent_id), now) for row in rows]
-
-    org, waiting = await services.db.run(read)
+    org, waiting = await services.db.reading(_inbox_of, signed_in, now)
     return visit.render(
         "approvals.html",
         {
@@ -151,6 +156,11 @@ async def inbox(visit: Visit) -> Response:
             "notice": DONE.get(visit.request.query_params.get("done", "")),
         },
     )
+
+
+def _set_own_approval_ttl(session: Session, signed_in: SignedIn, seconds: int, now: datetime) -> None:
+    org = find_org(session, signed_in.principal, signed_in.member.org_id)
+    set_approval_ttl(session, org=org, seconds=seconds, actor=signed_in.principal.actor, now=now)
 
 
 async def set_ttl(visit: Visit) -> Response:
@@ -169,18 +179,7 @@ async def set_ttl(visit: Visit) -> Response:
     if not isinstance(minutes, str) or not minutes.isdigit():
         raise InvalidInput(InputReason.INVALID_APPROVAL_TTL)
 
-    def change() -> None:
-        with services.db.write() as session:
-            org = find_org(session, signed_in.principal, signed_in.member.org_id)
-            set_approval_ttl(
-                session,
-                org=org,
-                seconds=int(minutes) * 60,
-                actor=signed_in.principal.actor,
-                now=services.clock.now(),
-            )
-
-    await services.db.run(change)
+    await services.db.writing(_set_own_approval_ttl, signed_in, int(minutes) * 60, services.clock.now())
     return visit.redirect(f"{PATH}?done=ttl")
 
 
@@ -191,22 +190,21 @@ def _approval_id(visit: Visit) -> str:
     return approval_id
 
 
+def _approval_view(session: Session, signed_in: SignedIn, approval_id: str, now: datetime) -> ApprovalView:
+    """The approval as a member who may decide it sees it; ApprovalNotFound for anyone else."""
+    principal = signed_in.principal
+    approval = approvals.for_decider(session, principal, member=signed_in.member, approval_id=approval_id)
+    return _view(approval, get_agent(session, principal, approval.agent_id), now)
+
+
 async def show(visit: Visit) -> Response:
     services = visit.services
     signed_in = visit.member
     approval_id = _approval_id(visit)
     now = services.clock.now()
 
-    def read() -> ApprovalView:
-        with services.db.read() as session:
-            principal = signed_in.principal
-            approval = approvals.for_decider(
-                session, principal, member=signed_in.member, approval_id=approval_id
-            )
-            return _view(approval, get_agent(session, principal, approval.agent_id), now)
-
     try:
-        view = await services.db.run(read)
+        view = await services.db.reading(_approval_view, signed_in, approval_id, now)
     except ApprovalNotFound:
         return visit.message(
             "No approval here",
@@ -248,19 +246,16 @@ async def decision_options(visit: Visit) -> Response:
     approval_id = _approval_id(visit)
     approve = _decision(body.get("decision"))
 
-    def start() -> Ceremony:
-        with services.db.write() as session:
-            return approvals.start_decision(
-                session,
-                signed_in.principal,
-                member=signed_in.member,
-                approval_id=approval_id,
-                approve=approve,
-                rp=services.relying_party,
-                now=services.clock.now(),
-            )
-
-    return visit.json(options_answer(visit, await services.db.run(start)))
+    ceremony = await services.db.writing(
+        approvals.start_decision,
+        signed_in.principal,
+        member=signed_in.member,
+        approval_id=approval_id,
+        approve=approve,
+        rp=services.relying_party,
+        now=services.clock.now(),
+    )
+    return visit.json(options_answer(visit, ceremony))
 
 
 async def decision_verify(visit: Visit) -> Response:
@@ -271,28 +266,18 @@ async def decision_verify(visit: Visit) -> Response:
     approve = _decision(body.get("decision"))
     purpose = ChallengePurpose.APPROVE_PAYMENT if approve else ChallengePurpose.DENY_PAYMENT
 
-    def claim() -> WebAuthnChallenge:
-        # Used up in its own transaction: a failed answer cannot be tried again with this nonce.
-        with services.db.write() as session:
-            return claim_challenge(
-                session, body.get("challengeId"), purpose=purpose, now=services.clock.now()
-            )
-
-    challenge = await services.db.run(claim)
-
-    def decide() -> Approval:
-        with services.db.write() as session:
-            approval, _ = decisions.decide_with_passkey(
-                session,
-                signed_in.principal,
-                member=signed_in.member,
-                approval_id=approval_id,
-                challenge=challenge,
-                credential=body.get("credential"),
-                rp=services.relying_party,
-                now=services.clock.now(),
-            )
-            return approval
-
-    approval = await services.db.run(decide)
+    # Used up in its own transaction: a failed answer cannot be tried again with this nonce.
+    challenge = await services.db.writing(
+        claim_challenge, body.get("challengeId"), purpose=purpose, now=services.clock.now()
+    )
+    approval, _ = await services.db.writing(
+        decisions.decide_with_passkey,
+        signed_in.principal,
+        member=signed_in.member,
+        approval_id=approval_id,
+        challenge=challenge,
+        credential=body.get("credential"),
+        rp=services.relying_party,
+        now=services.clock.now(),
+    )
     return visit.json({"redirect": f"{PATH}/{approval.id}?done={approval.status}"})

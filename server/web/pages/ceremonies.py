@@ -33,11 +33,6 @@ def options_answer(visit: Visit, ceremony: Ceremony) -> dict[str, Any]:
 
 async def claimed(visit: Visit, body: dict[str, Any], purpose: ChallengePurpose) -> WebAuthnChallenge:
     services = visit.services
-
-    def claim() -> WebAuthnChallenge:
-        with services.db.write() as session:
-            return claim_challenge(
-                session, body.get("challengeId"), purpose=purpose, now=services.clock.now()
-            )
-
-    return await services.db.run(claim)
+    return await services.db.writing(
+        claim_challenge, body.get("challengeId"), purpose=purpose, now=services.clock.now()
+    )

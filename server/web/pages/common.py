@@ -173,11 +173,9 @@ async def visit(request: Request) -> Visit:
     browser = request.cookies.get(BROWSER_COOKIE)
     now = services.clock.now()
 
-    def resolve() -> SignedIn | None:
-        with services.db.read() as session:
-            return resolve_session(session, session_secret, now=now)
-
-    signed_in = await services.db.run(resolve) if session_secret else None
+    signed_in = (
+        await services.db.reading(resolve_session, session_secret, now=now) if session_secret else None
+    )
     fresh = browser is None or not 20 <= len(browser) <= 100
     current = Visit(
         request=request,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.responses import Response
 
-from auth.connections import Connection, connections, revoke_connection
+from auth.connections import connections, revoke_connection
 from server.web.pages.common import Visit
 
 PATH = "/connections"
@@ -13,10 +13,6 @@ PATH = "/connections"
 async def show(visit: Visit) -> Response:
     services = visit.services
     signed_in = visit.member
-
-    def read() -> list[Connection]:
-        with services.db.read() as session:
-            return connections(session, signed_in)
 
     notice = (
         "The connection was revoked: its tokens no longer work."
@@ -28,7 +24,7 @@ async def show(visit: Visit) -> Response:
         {
             "title": "Connections",
             "nav": "connections",
-            "connections": await services.db.run(read),
+            "connections": await services.db.reading(connections, signed_in),
             "notice": notice,
         },
     )
@@ -41,9 +37,5 @@ async def revoke(visit: Visit) -> Response:
     signed_in = visit.member
     grant_id = str(visit.request.path_params["grant_id"])
 
-    def change() -> None:
-        with services.db.write() as session:
-            revoke_connection(session, signed_in, grant_id=grant_id, now=services.clock.now())
-
-    await services.db.run(change)
+    await services.db.writing(revoke_connection, signed_in, grant_id=grant_id, now=services.clock.now())
     return visit.redirect(f"{PATH}?done=revoked")

@@ -3,12 +3,21 @@ signed in."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
+from sqlmodel import Session
 from starlette.responses import Response
 
-from auth.passkeys import Ceremony, member_for_enrollment, register_passkey, registration_options
+from auth.passkeys import (
+    Ceremony,
+    RelyingParty,
+    member_for_enrollment,
+    register_passkey,
+    registration_options,
+)
 from auth.principal import Principal
 from auth.sessions import start_session
-from server.models import Member
+from server.models import Member, WebAuthnChallenge
 from server.tenancy.service import find_org
 from server.vocabulary import ChallengePurpose
 from server.web.pages.ceremonies import claimed, options_answer, read_answer
@@ -20,19 +29,18 @@ def _token(visit: Visit) -> str:
     return str(visit.request.path_params["token"])
 
 
+def _enrolling_member(session: Session, token: str, *, now: datetime) -> tuple[Member, str]:
+    """The member the enrolment link is for, and their organisation's name."""
+    member = member_for_enrollment(session, token, now=now)
+    org = find_org(session, Principal.for_member(org_id=member.org_id, member_id=member.id), member.org_id)
+    return member, org.name
+
+
 async def enroll_page(visit: Visit) -> Response:
     services = visit.services
     token = _token(visit)
 
-    def read() -> tuple[Member, str]:
-        with services.db.read() as session:
-            member = member_for_enrollment(session, token, now=services.clock.now())
-            org = find_org(
-                session, Principal.for_member(org_id=member.org_id, member_id=member.id), member.org_id
-            )
-            return member, org.name
-
-    member, org_name = await services.db.run(read)
+    member, org_name = await services.db.reading(_enrolling_member, token, now=services.clock.now())
     return visit.render(
         "enroll.html",
         {"title": "Create your passkey", "email": member.email, "org_name": org_name, "token": token},
@@ -44,15 +52,34 @@ async def enroll_options(visit: Visit) -> Response:
     services = visit.services
     token = _token(visit)
 
-    def start() -> Ceremony:
-        now = services.clock.now()
-        with services.db.write() as session:
-            member = member_for_enrollment(session, token, now=now)
-            return registration_options(
-                session, rp=services.relying_party, member=member, purpose=ChallengePurpose.ENROLL, now=now
-            )
+    ceremony = await services.db.writing(
+        _enrolment_options, token, rp=services.relying_party, now=services.clock.now()
+    )
+    return visit.json(options_answer(visit, ceremony))
 
-    return visit.json(options_answer(visit, await services.db.run(start)))
+
+def _enrolment_options(session: Session, token: str, *, rp: RelyingParty, now: datetime) -> Ceremony:
+    member = member_for_enrollment(session, token, now=now)
+    return registration_options(session, rp=rp, member=member, purpose=ChallengePurpose.ENROLL, now=now)
+
+
+def _enroll(
+    session: Session,
+    token: str,
+    *,
+    rp: RelyingParty,
+    challenge: WebAuthnChallenge,
+    credential: object,
+    name: object,
+    ttl_seconds: int,
+    now: datetime,
+) -> str:
+    """One unit of work: the member's first passkey is registered and their first session started."""
+    member = member_for_enrollment(session, token, now=now)
+    passkey = register_passkey(
+        session, rp=rp, member=member, challenge=challenge, credential=credential, name=name, now=now
+    )
+    return start_session(session, member=member, passkey_id=passkey.id, ttl_seconds=ttl_seconds, now=now)
 
 
 async def enroll_verify(visit: Visit) -> Response:
@@ -61,26 +88,14 @@ async def enroll_verify(visit: Visit) -> Response:
     services = visit.services
     token = _token(visit)
 
-    def enroll() -> str:
-        now = services.clock.now()
-        with services.db.write() as session:
-            member = member_for_enrollment(session, token, now=now)
-            passkey = register_passkey(
-                session,
-                rp=services.relying_party,
-                member=member,
-                challenge=challenge,
-                credential=body.get("credential"),
-                name=body.get("name"),
-                now=now,
-            )
-            return start_session(
-                session,
-                member=member,
-                passkey_id=passkey.id,
-                ttl_seconds=services.settings.session_ttl,
-                now=now,
-            )
-
-    secret = await services.db.run(enroll)
+    secret = await services.db.writing(
+        _enroll,
+        token,
+        rp=services.relying_party,
+        challenge=challenge,
+        credential=body.get("credential"),
+        name=body.get("name"),
+        ttl_seconds=services.settings.session_ttl,
+        now=services.clock.now(),
+    )
     return visit.start_session(secret, visit.json({"redirect": f"{HOME}?welcome=1"}))

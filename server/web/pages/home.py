@@ -3,10 +3,14 @@ client, and how to connect one. (/ leads here too.)"""
 
 from __future__ import annotations
 
+from datetime import datetime
+
+from sqlmodel import Session
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from auth.consent import delegable_agents
+from auth.sessions import SignedIn
 from server.approvals.service import pending_for_decider
 from server.models import Agent
 from server.tenancy.service import find_org
@@ -14,19 +18,18 @@ from server.web.pages.common import Visit
 from server.web.pages.destinations import HOME
 
 
+def _home_of(session: Session, signed_in: SignedIn, now: datetime) -> tuple[str, list[Agent], int]:
+    """The organisation's name, the agents the member may connect, how many approvals wait."""
+    org = find_org(session, signed_in.principal, signed_in.member.org_id)
+    waiting = pending_for_decider(session, signed_in.principal, member=signed_in.member, now=now)
+    return org.name, delegable_agents(session, signed_in), len(waiting)
+
+
 async def show(visit: Visit) -> Response:
     services = visit.services
     signed_in = visit.member
 
-    def read() -> tuple[str, list[Agent], int]:
-        with services.db.read() as session:
-            org = find_org(session, signed_in.principal, signed_in.member.org_id)
-            waiting = pending_for_decider(
-                session, signed_in.principal, member=signed_in.member, now=services.clock.now()
-            )
-            return org.name, delegable_agents(session, signed_in), len(waiting)
-
-    org_name, agents, waiting = await services.db.run(read)
+    org_name, agents, waiting = await services.db.reading(_home_of, signed_in, services.clock.now())
     notice = (
         "Your passkey is ready, and you are signed in." if visit.request.query_params.get("welcome") else None
     )

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
+from sqlmodel import Session
 from starlette.responses import Response
 
-from auth.passkeys import Ceremony, authenticate, authentication_options
+from auth.passkeys import RelyingParty, authenticate, authentication_options
 from auth.sessions import SESSION_COOKIE, end_session, start_session
+from server.models import WebAuthnChallenge
 from server.vocabulary import ChallengePurpose
 from server.web.pages.ceremonies import claimed, options_answer, read_answer
 from server.web.pages.common import Visit
@@ -33,12 +37,24 @@ async def login_options(visit: Visit) -> Response:
     await read_answer(visit)
     services = visit.services
 
-    def start() -> Ceremony:
-        with services.db.write() as session:
-            return authentication_options(session, rp=services.relying_party, now=services.clock.now())
-
-    ceremony = await services.db.run(start)
+    ceremony = await services.db.writing(
+        authentication_options, rp=services.relying_party, now=services.clock.now()
+    )
     return visit.json(options_answer(visit, ceremony))
+
+
+def _sign_in(
+    session: Session,
+    *,
+    rp: RelyingParty,
+    challenge: WebAuthnChallenge,
+    credential: object,
+    ttl_seconds: int,
+    now: datetime,
+) -> str:
+    """One unit of work: the passkey's answer is checked and the session it opens is started."""
+    member, passkey = authenticate(session, rp=rp, challenge=challenge, credential=credential, now=now)
+    return start_session(session, member=member, passkey_id=passkey.id, ttl_seconds=ttl_seconds, now=now)
 
 
 async def login_verify(visit: Visit) -> Response:
@@ -46,25 +62,14 @@ async def login_verify(visit: Visit) -> Response:
     challenge = await claimed(visit, body, ChallengePurpose.SIGN_IN)
     services = visit.services
 
-    def sign_in() -> str:
-        now = services.clock.now()
-        with services.db.write() as session:
-            member, passkey = authenticate(
-                session,
-                rp=services.relying_party,
-                challenge=challenge,
-                credential=body.get("credential"),
-                now=now,
-            )
-            return start_session(
-                session,
-                member=member,
-                passkey_id=passkey.id,
-                ttl_seconds=services.settings.session_ttl,
-                now=now,
-            )
-
-    secret = await services.db.run(sign_in)
+    secret = await services.db.writing(
+        _sign_in,
+        rp=services.relying_party,
+        challenge=challenge,
+        credential=body.get("credential"),
+        ttl_seconds=services.settings.session_ttl,
+        now=services.clock.now(),
+    )
     given = body.get("next")
     target = after_sign_in(given if isinstance(given, str) else None, origin=services.settings.pages_url)
     return visit.start_session(secret, visit.json({"redirect": target}))
@@ -81,10 +86,6 @@ async def logout(visit: Visit) -> Response:
     visit.check_csrf(form.get("csrf"))
     services = visit.services
 
-    def sign_out() -> None:
-        with services.db.write() as session:
-            end_session(session, visit.session_secret, now=services.clock.now())
-
-    await services.db.run(sign_out)
+    await services.db.writing(end_session, visit.session_secret, now=services.clock.now())
     visit.cookies_to_clear.append(SESSION_COOKIE)
     return visit.redirect("/login?signed_out=1")
