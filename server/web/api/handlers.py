@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from functools import partial
 from typing import Concatenate, ParamSpec, TypeVar
 
 from pydantic import BaseModel
@@ -17,7 +16,6 @@ from starlette.responses import JSONResponse, Response
 
 from auth.principal import Principal
 from server.audit.service import ChainBreak, first_broken_link
-from server.kit.db import Database
 from server.payments import ledger
 from server.tenancy.service import AgentNotFound, agents, get_agent
 from server.vocabulary import IntentStatus
@@ -67,17 +65,10 @@ def _agent(session: Session, principal: Principal, agent_id: str) -> AgentDocume
         raise Problem.of(exc, 404) from exc
 
 
-def _within(db: Database, fn: Callable[Concatenate[Session, P], T], *args: P.args, **kwargs: P.kwargs) -> T:
-    """`fn` in a read transaction of its own."""
-    with db.read() as session:
-        return fn(session, *args, **kwargs)
-
-
 async def _reading(
     request: Request, fn: Callable[Concatenate[Session, P], T], *args: P.args, **kwargs: P.kwargs
 ) -> T:
-    db = services_of(request).db
-    return await db.run(partial(_within, db, fn, *args, **kwargs))
+    return await services_of(request).db.reading(fn, *args, **kwargs)
 
 
 async def list_agents(request: Request, principal: Principal) -> BaseModel:
