@@ -24,7 +24,7 @@ from server.kit.ids import new_id
 from server.kit.money import format_usd, usd_to_atomic
 from server.models import Agent, Approval, PaymentIntent
 from server.payments.errors import ApprovalMismatch, IllegalTransition
-from server.payments.repository import IntentRepository
+from server.payments.repository import IntentRepository, PaymentFilter
 from server.payments.states import SETTLED_STAYS, transition
 from server.payments.usage import context_for, usage_for
 from server.policy.engine import Context, Decision, Payment, RuleSet, Usage, compile_rules, evaluate
@@ -477,20 +477,13 @@ def close_held(
 def payments_page(
     session: Session,
     principal: Principal,
+    only: PaymentFilter,
     *,
-    agent_id: str | None,
-    status: IntentStatus | None,
-    since: datetime | None,
-    until: datetime | None,
     after: tuple[datetime, str] | None,
     limit: int,
 ) -> list[PaymentIntent]:
     """One page of the principal's payments, newest first (see IntentRepository.page)."""
-    return list(
-        IntentRepository(session).page(
-            principal, agent_id=agent_id, status=status, since=since, until=until, after=after, limit=limit
-        )
-    )
+    return list(IntentRepository(session).page(principal, only, after=after, limit=limit))
 
 
 def newest(

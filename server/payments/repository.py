@@ -74,6 +74,16 @@ class SellerOutcomes:
 
 
 @dataclass(frozen=True)
+class PaymentFilter:
+    """Which of a reader's payments a list shows: by agent, status, and created time [since, until)."""
+
+    agent_id: str | None = None
+    status: IntentStatus | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+@dataclass(frozen=True)
 class SpendFilter:
     """Which intents a sum of spend covers: one organisation, narrowed to a scope (an agent, every
     agent of a team or of a member, or the whole organisation) and to a host and path."""
@@ -199,27 +209,19 @@ class IntentRepository(TenantRepository[PaymentIntent]):
         return self._all(statement.order_by(*order).limit(limit))
 
     def page(
-        self,
-        reader: Reader,
-        *,
-        agent_id: str | None,
-        status: IntentStatus | None,
-        since: datetime | None,
-        until: datetime | None,
-        after: tuple[datetime, str] | None,
-        limit: int,
+        self, reader: Reader, only: PaymentFilter, *, after: tuple[datetime, str] | None, limit: int
     ) -> Sequence[PaymentIntent]:
         """The reader's payments, newest first, filtered, from just after `after` (the created time
         and id of the last row of the page before)."""
         statement = self.readable(reader)
-        if agent_id is not None:
-            statement = statement.where(PaymentIntent.agent_id == agent_id)
-        if status is not None:
-            statement = statement.where(PaymentIntent.status == status)
-        if since is not None:
-            statement = statement.where(col(PaymentIntent.created_at) >= since)
-        if until is not None:
-            statement = statement.where(col(PaymentIntent.created_at) < until)
+        if only.agent_id is not None:
+            statement = statement.where(PaymentIntent.agent_id == only.agent_id)
+        if only.status is not None:
+            statement = statement.where(PaymentIntent.status == only.status)
+        if only.since is not None:
+            statement = statement.where(col(PaymentIntent.created_at) >= only.since)
+        if only.until is not None:
+            statement = statement.where(col(PaymentIntent.created_at) < only.until)
         if after is not None:
             created, intent_id = after
             statement = statement.where(

@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse, Response
 from auth.principal import Principal
 from server.audit.service import ChainBreak, first_broken_link
 from server.payments import ledger
+from server.payments.repository import PaymentFilter
 from server.tenancy.service import AgentNotFound, agents, get_agent
 from server.vocabulary import IntentStatus
 from server.web.api import cursors
@@ -112,20 +113,14 @@ def _status(request: Request) -> IntentStatus | None:
 def _payments(
     session: Session,
     principal: Principal,
+    only: PaymentFilter,
     *,
-    agent_id: str | None,
-    status: IntentStatus | None,
-    since: datetime | None,
-    until: datetime | None,
     after: tuple[datetime, str] | None,
     limit: int,
 ) -> PaymentPage:
-    if agent_id is not None:
-        _agent(session, principal, agent_id)  # another organisation's agent is not found
-    rows = ledger.payments_page(
-        session, principal, agent_id=agent_id, status=status, since=since, until=until, after=after,
-        limit=limit + 1,
-    )  # fmt: skip
+    if only.agent_id is not None:
+        _agent(session, principal, only.agent_id)  # another organisation's agent is not found
+    rows = ledger.payments_page(session, principal, only, after=after, limit=limit + 1)
     shown = rows[:limit]
     more = len(rows) > limit
     next_cursor = cursors.encode(shown[-1].created_at, shown[-1].id) if more and shown else None
@@ -134,17 +129,14 @@ def _payments(
 
 async def list_payments(request: Request, principal: Principal) -> BaseModel:
     cursor = request.query_params.get("cursor")
-    return await _reading(
-        request,
-        _payments,
-        principal,
+    only = PaymentFilter(
         agent_id=request.query_params.get("agent"),
         status=_status(request),
         since=_instant(request, "since"),
         until=_instant(request, "until"),
-        after=cursors.decode(cursor) if cursor else None,
-        limit=_page_size(request),
     )
+    after = cursors.decode(cursor) if cursor else None
+    return await _reading(request, _payments, principal, only, after=after, limit=_page_size(request))
 
 
 def _verification(session: Session, principal: Principal) -> AuditVerification:
