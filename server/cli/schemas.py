@@ -30,6 +30,7 @@ from server.models import (
     Member,
     OAuthClient,
     Organization,
+    PaymentIntent,
     Team,
     Wallet,
 )
@@ -66,6 +67,40 @@ def agent(row: Agent) -> Document:
         "teamId": row.team_id,
         "memberId": row.member_id,
     }
+
+
+def agent_listed(row: Agent) -> Document:
+    return {**agent(row), "createdAt": isoformat(row.created_at), "disabled": row.disabled_at is not None}
+
+
+def payment(row: PaymentIntent) -> Document:
+    """A payment as `payments list` and `payments export` write it: one flat row."""
+    return {
+        "intentId": row.id,
+        "agentId": row.agent_id,
+        "createdAt": isoformat(row.created_at),
+        "status": str(row.status),
+        "host": row.host,
+        "payTo": row.pay_to,
+        "amountUsd": format_usd(row.amount_atomic, atomic=True),
+        "amountAtomic": row.amount_atomic,
+        "network": row.network,
+        "transaction": row.tx_hash,
+    }
+
+
+PAYMENT_COLUMNS = (
+    "intentId",
+    "agentId",
+    "createdAt",
+    "status",
+    "host",
+    "payTo",
+    "amountUsd",
+    "amountAtomic",
+    "network",
+    "transaction",
+)
 
 
 def policy(row: Agent, current: Policy) -> Document:

@@ -75,8 +75,10 @@ class SellerOutcomes:
 
 @dataclass(frozen=True)
 class PaymentFilter:
-    """Which of a reader's payments a list shows: by agent, status, and created time [since, until)."""
+    """Which of a reader's payments a list shows: by organisation (for a reader who sees several),
+    agent, status, and created time [since, until)."""
 
+    org_id: str | None = None
     agent_id: str | None = None
     status: IntentStatus | None = None
     since: datetime | None = None
@@ -214,6 +216,8 @@ class IntentRepository(TenantRepository[PaymentIntent]):
         """The reader's payments, newest first, filtered, from just after `after` (the created time
         and id of the last row of the page before)."""
         statement = self.readable(reader)
+        if only.org_id is not None:
+            statement = statement.where(PaymentIntent.org_id == only.org_id)
         if only.agent_id is not None:
             statement = statement.where(PaymentIntent.agent_id == only.agent_id)
         if only.status is not None:

@@ -75,9 +75,12 @@ class AgentRepository(TenantRepository[Agent]):
     model = Agent
     agent_column: ClassVar[str | None] = "id"
 
-    def all_readable(self, reader: Reader) -> Sequence[Agent]:
-        """The agents the reader may see, oldest first."""
-        return self._all(self.readable(reader).order_by(col(Agent.created_at), col(Agent.id)))
+    def all_readable(self, reader: Reader, *, org_id: str | None = None) -> Sequence[Agent]:
+        """The agents the reader may see (of `org_id` only, when given), oldest first."""
+        statement = self.readable(reader)
+        if org_id is not None:
+            statement = statement.where(Agent.org_id == org_id)
+        return self._all(statement.order_by(col(Agent.created_at), col(Agent.id)))
 
     def with_current_policy(self, reader: Reader, agent_id: str) -> tuple[Agent, str | None] | None:
         """The agent, if the reader may read it, with the id of its newest policy version (None if

@@ -248,9 +248,10 @@ def get_agent(session: Session, principal: Principal, agent_id: str) -> Agent:
     return agent
 
 
-def agents(session: Session, principal: Principal) -> list[Agent]:
-    """Every agent the principal may see (an organisation's, for its members and admin tokens)."""
-    return list(AgentRepository(session).all_readable(principal))
+def agents(session: Session, principal: Principal, *, org_id: str | None = None) -> list[Agent]:
+    """Every agent the principal may see (an organisation's, for its members and admin tokens),
+    of `org_id` only when given."""
+    return list(AgentRepository(session).all_readable(principal, org_id=org_id))
 
 
 def agent_with_policy(session: Session, principal: Principal, agent_id: str) -> tuple[Agent, Policy]:

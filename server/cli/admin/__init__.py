@@ -8,11 +8,24 @@ from __future__ import annotations
 
 import typer
 
-from server.cli.admin import agent, approvals, catalog, client, member, org, policy, rule, team, token, wallet
+from server.cli.admin import (
+    agent,
+    approvals,
+    catalog,
+    client,
+    member,
+    org,
+    payments,
+    policy,
+    rule,
+    team,
+    token,
+    wallet,
+)
 
 app = typer.Typer(
     help="Administer organisations, teams, members, agents, policies, rules, approvals, the catalog, "
-    "wallets, tokens and OAuth clients.",
+    "wallets, tokens, OAuth clients and payments.",
     no_args_is_help=True,
 )
 app.add_typer(org.app, name="org")
@@ -26,3 +39,4 @@ app.add_typer(member.app, name="member")
 app.add_typer(rule.app, name="rule")
 app.add_typer(approvals.app, name="approvals")
 app.add_typer(catalog.app, name="catalog")
+app.add_typer(payments.app, name="payments")

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 from server.cli import schemas
 from server.cli.context import cli_context
 from server.cli.output import JSON, emit, reported_errors
 from server.settings import BASE_SEPOLIA
-from server.tenancy.service import create_agent, find_member, find_org, find_team
+from server.tenancy.service import agent_with_policy, agents, create_agent, find_member, find_org, find_team
 
 app = typer.Typer(help="Agents.", no_args_is_help=True)
 
@@ -45,3 +47,41 @@ def agent_create(
                 member=find_member(session, principal, member, org_id=organisation.id) if member else None,
             )
         emit(schemas.agent(created), as_json=as_json)
+
+
+@app.command("list")
+def agent_list(
+    org: str = typer.Option(..., "--org", help="Organisation id or name."), as_json: bool = JSON
+) -> None:
+    """The organisation's agents, oldest first."""
+    with reported_errors():
+        ctx = cli_context()
+        ctx.ready()
+        with ctx.db.read() as session:
+            organisation = find_org(session, ctx.principal, org)
+            found = [
+                schemas.agent_listed(row) for row in agents(session, ctx.principal, org_id=organisation.id)
+            ]
+        emit({"orgId": organisation.id, "agents": found}, as_json=as_json, human=_agent_lines)
+
+
+def _agent_lines(document: dict[str, Any]) -> str:
+    rows = document["agents"]
+    if not rows:
+        return "No agents yet: create one with `paywarden admin agent create`."
+    return "\n".join(
+        f"{row['agentId']}  {row['name']}  {row['network']}" + ("  (disabled)" if row["disabled"] else "")
+        for row in rows
+    )
+
+
+@app.command("show")
+def agent_show(agent_id: str = typer.Argument(..., help="Agent id."), as_json: bool = JSON) -> None:
+    """One agent, with the version of its policy in force."""
+    with reported_errors():
+        ctx = cli_context()
+        ctx.ready()
+        with ctx.db.read() as session:
+            row, policy = agent_with_policy(session, ctx.principal, agent_id)
+            document = {**schemas.agent_listed(row), "policyVersion": policy.version}
+        emit(document, as_json=as_json)
