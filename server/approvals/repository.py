@@ -36,6 +36,15 @@ class ApprovalRepository(TenantRepository[Approval]):
         )
         return {agent_id: int(count) for agent_id, count in rows}
 
+    def open_of_agent(self, reader: Reader, *, org_id: str, agent_id: str) -> Sequence[Approval]:
+        """The agent's approvals that could still let it pay: pending, or approved and not used."""
+        return self._all(
+            self.readable(reader)
+            .where(Approval.org_id == org_id, Approval.agent_id == agent_id)
+            .where(col(Approval.status).in_((ApprovalStatus.PENDING, ApprovalStatus.APPROVED)))
+            .where(col(Approval.consumed_at).is_(None))
+        )
+
     def pending(self, reader: Reader, *, org_id: str, now: datetime) -> Sequence[Approval]:
         """The organisation's approvals still waiting for a decision, oldest first."""
         return self._all(

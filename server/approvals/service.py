@@ -409,6 +409,32 @@ def decide_with_passkey(
     return approval, passkey
 
 
+def end_for_disabled_agent(
+    session: Session, principal: Principal, *, agent_id: str, org_id: str, actor: str, now: datetime
+) -> list[Approval]:
+    """A disabled agent's approvals that could still let it pay: the pending ones are denied
+    (reason `agent_disabled`), the approved but unused ones stay approved and are returned with
+    them; the caller closes every one's held intent."""
+    ended = list(ApprovalRepository(session).open_of_agent(principal, org_id=org_id, agent_id=agent_id))
+    for approval in ended:
+        if approval.status != ApprovalStatus.PENDING:
+            continue
+        approval.status = ApprovalStatus.DENIED
+        approval.decided_at = now
+        session.add(approval)
+        audit(
+            session,
+            org_id=approval.org_id,
+            type="approval.denied",
+            actor=actor,
+            agent_id=approval.agent_id,
+            subject_id=approval.id,
+            data={"reason": "agent_disabled", "intentId": approval.intent_id},
+            now=now,
+        )
+    return ended
+
+
 def expire_lapsed(session: Session, *, actor: str, now: datetime) -> list[Approval]:
     """Write down the expiry of approvals whose time ran out; the caller closes their intents."""
     repository = ApprovalRepository(session)

@@ -13,8 +13,11 @@ from sqlmodel import Session
 from auth.passkeys import RelyingParty
 from auth.principal import Principal
 from server.approvals import service as approvals
-from server.models import Approval, Member, MemberPasskey, WebAuthnChallenge
+from server.kit.db import lock_org
+from server.models import Agent, Approval, Member, MemberPasskey, WebAuthnChallenge
 from server.payments.ledger import close_held
+from server.tenancy import service as tenancy
+from server.tenancy.service import get_agent
 from server.vocabulary import ApprovalStatus, IntentStatus
 
 
@@ -77,6 +80,34 @@ def decide_with_passkey(
             now=now,
         )
     return approval, passkey
+
+
+def set_agent_disabled(
+    session: Session, principal: Principal, *, agent_id: str, disabled: bool, now: datetime
+) -> Agent:
+    """Disable or enable an agent at once. Disabling also denies its pending approvals and closes
+    every held payment that could still pay (`agent_disabled`), under the organisation's lock, so
+    no reservation of the agent's slips in between: the ledger refuses one for a disabled agent."""
+    agent = get_agent(session, principal, agent_id)
+    lock_org(session, agent.org_id)
+    if not tenancy.set_agent_disabled(
+        session, agent=agent, disabled=disabled, actor=principal.actor, now=now
+    ):
+        return agent
+    if disabled:
+        ended = approvals.end_for_disabled_agent(
+            session, principal, agent_id=agent.id, org_id=agent.org_id, actor=principal.actor, now=now
+        )
+        for approval in ended:
+            close_held(
+                session,
+                principal,
+                approval=approval,
+                to=IntentStatus.FAILED,
+                failure_code="agent_disabled",
+                now=now,
+            )
+    return agent
 
 
 def expire_lapsed(session: Session, principal: Principal, *, now: datetime) -> list[Approval]:

@@ -21,6 +21,11 @@ RULE_HINT = (
 )
 
 
+class AgentDisabled(PaywardenError):
+    code = "agent_disabled"
+    message = "This agent is disabled, so nothing was paid."
+
+
 class HostNotAllowed(PaywardenError):
     code = "host_not_allowed"
     message = "The URL's host is not one of the agent's allowed hosts, so nothing was sent."

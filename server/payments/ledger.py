@@ -23,7 +23,7 @@ from server.kit.db import lock_org
 from server.kit.ids import new_id
 from server.kit.money import format_usd, usd_to_atomic
 from server.models import Agent, Approval, PaymentIntent
-from server.payments.errors import ApprovalMismatch, IllegalTransition
+from server.payments.errors import AgentDisabled, ApprovalMismatch, IllegalTransition
 from server.payments.repository import IntentRepository, PaymentFilter
 from server.payments.states import SETTLED_STAYS, transition
 from server.payments.usage import context_for, usage_for
@@ -32,6 +32,7 @@ from server.policy.model import Policy
 from server.policy.rulebook import rules_for_agent
 from server.policy.rules import Rule
 from server.policy.service import current_policy
+from server.tenancy.service import refreshed
 from server.vocabulary import ApprovalStatus, HoldReason, IntentStatus, Origin, WalletMode
 from server.x402.selection import Selection
 from server.x402.transfer_authorization import derive_nonce, validity_window
@@ -212,6 +213,8 @@ def reserve(
 ) -> Reservation:
     """Decide and record: an authorised intent, a held one with its approval, or a denial."""
     lock_org(session, agent.org_id)
+    if refreshed(session, agent).disabled_at is not None:
+        raise AgentDisabled()  # disabled since the call's token was checked: nothing is signed
     intents = IntentRepository(session)
     existing = intents.find_by_key(principal, agent_id=agent.id, key=facts.idempotency_key)
     if existing is not None:

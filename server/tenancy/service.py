@@ -116,6 +116,31 @@ def set_approval_ttl(session: Session, *, org: Organization, seconds: int, actor
     )
 
 
+def refreshed(session: Session, agent: Agent) -> Agent:
+    """The agent as the database has it now (read again: under the organisation's lock, the truth)."""
+    return AgentRepository(session).refresh(agent)
+
+
+def set_agent_disabled(session: Session, *, agent: Agent, disabled: bool, actor: str, now: datetime) -> bool:
+    """Disable (or enable) an agent; False when it already was. Its tokens are refused from the
+    next call in every process: each call reads `disabled_at` with the token."""
+    if (refreshed(session, agent).disabled_at is not None) == disabled:
+        return False
+    agent.disabled_at = now if disabled else None
+    AgentRepository(session).add(agent, flush=False)
+    audit(
+        session,
+        org_id=agent.org_id,
+        type="agent.disabled" if disabled else "agent.enabled",
+        actor=actor,
+        agent_id=agent.id,
+        subject_id=agent.id,
+        data={},
+        now=now,
+    )
+    return True
+
+
 def create_team(session: Session, *, org: Organization, name: str, actor: str, now: datetime) -> Team:
     team = Team(id=new_id("team"), org_id=org.id, name=_check_name(name), created_at=now)
     if not TeamRepository(session).add_unique(team):

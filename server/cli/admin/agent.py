@@ -9,6 +9,7 @@ import typer
 from server.cli import schemas
 from server.cli.context import cli_context
 from server.cli.output import JSON, emit, reported_errors
+from server.payments.decisions import set_agent_disabled
 from server.settings import BASE_SEPOLIA
 from server.tenancy.service import agent_with_policy, agents, create_agent, find_member, find_org, find_team
 
@@ -85,3 +86,28 @@ def agent_show(agent_id: str = typer.Argument(..., help="Agent id."), as_json: b
             row, policy = agent_with_policy(session, ctx.principal, agent_id)
             document = {**schemas.agent_listed(row), "policyVersion": policy.version}
         emit(document, as_json=as_json)
+
+
+def _switch(agent_id: str, *, disabled: bool, as_json: bool) -> None:
+    with reported_errors():
+        ctx = cli_context()
+        ctx.ready()
+        with ctx.db.write() as session:
+            row = set_agent_disabled(
+                session, ctx.principal, agent_id=agent_id, disabled=disabled, now=ctx.clock.now()
+            )
+            document = schemas.agent_listed(row)
+        emit(document, as_json=as_json)
+
+
+@app.command("disable")
+def agent_disable(agent_id: str = typer.Argument(..., help="Agent id."), as_json: bool = JSON) -> None:
+    """Disable an agent now: its tokens and connections are refused on their next call in every
+    process, its pending approvals are denied, and nothing it started can be signed any more."""
+    _switch(agent_id, disabled=True, as_json=as_json)
+
+
+@app.command("enable")
+def agent_enable(agent_id: str = typer.Argument(..., help="Agent id."), as_json: bool = JSON) -> None:
+    """Enable a disabled agent again (approvals ended by disabling it stay ended)."""
+    _switch(agent_id, disabled=False, as_json=as_json)
