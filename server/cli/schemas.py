@@ -153,6 +153,18 @@ def team(row: Team) -> Document:
     return {"teamId": row.id, "orgId": row.org_id, "name": row.name}
 
 
+def member_listed(row: Member) -> Document:
+    return {
+        "memberId": row.id,
+        "orgId": row.org_id,
+        "email": row.email,
+        "role": _value(row.role),
+        "enrolled": row.enroll_token_hash is None,
+        "disabled": row.disabled_at is not None,
+        "createdAt": isoformat(row.created_at),
+    }
+
+
 def member_created(row: Member, *, enroll_url: str, daily_cap_rule_id: str | None) -> Document:
     return {
         "memberId": row.id,

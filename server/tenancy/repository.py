@@ -64,6 +64,11 @@ class TeamRepository(TenantRepository[Team]):
 class MemberRepository(TenantRepository[Member]):
     model = Member
 
+    def of_org(self, reader: Reader, *, org_id: str) -> Sequence[Member]:
+        """The organisation's members, oldest first."""
+        statement = self.readable(reader).where(Member.org_id == org_id)
+        return self._all(statement.order_by(col(Member.created_at), col(Member.id)))
+
     def by_id_or_email(self, reader: Reader, ref: str, *, org_id: str) -> Member | None:
         in_org = self.readable(reader).where(Member.org_id == org_id)
         return self._first(in_org.where(Member.id == ref)) or self._first(

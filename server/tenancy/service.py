@@ -116,6 +116,31 @@ def set_approval_ttl(session: Session, *, org: Organization, seconds: int, actor
     )
 
 
+def members(session: Session, principal: Principal, *, org_id: str) -> list[Member]:
+    return list(MemberRepository(session).of_org(principal, org_id=org_id))
+
+
+def set_member_disabled(
+    session: Session, *, member: Member, disabled: bool, actor: str, now: datetime
+) -> bool:
+    """Disable (or enable) a member; False when it already was. A disabled member's sessions are
+    refused from their next request and their passkeys sign nothing in (both read `disabled_at`)."""
+    if (member.disabled_at is not None) == disabled:
+        return False
+    member.disabled_at = now if disabled else None
+    MemberRepository(session).add(member, flush=False)
+    audit(
+        session,
+        org_id=member.org_id,
+        type="member.disabled" if disabled else "member.enabled",
+        actor=actor,
+        subject_id=member.id,
+        data={"memberId": member.id},
+        now=now,
+    )
+    return True
+
+
 def refreshed(session: Session, agent: Agent) -> Agent:
     """The agent as the database has it now (read again: under the organisation's lock, the truth)."""
     return AgentRepository(session).refresh(agent)

@@ -4,6 +4,7 @@ a daily sub-cap over all their agents."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import typer
 
@@ -14,7 +15,15 @@ from server.cli.output import JSON, emit, reported_errors
 from server.policy.model import usd_setting
 from server.policy.rulebook import add_rule
 from server.policy.rules import RuleTarget
-from server.tenancy.service import ROLES, create_member, find_member, find_org, parse_role
+from server.tenancy.service import (
+    ROLES,
+    create_member,
+    find_member,
+    find_org,
+    members,
+    parse_role,
+    set_member_disabled,
+)
 from server.vocabulary import RuleKind, RuleScope, RuleWindow
 
 app = typer.Typer(help="Members: the people of an organisation.", no_args_is_help=True)
@@ -104,3 +113,63 @@ def member_enroll_link(
             ),
             as_json=as_json,
         )
+
+
+@app.command("list")
+def member_list(
+    org: str = typer.Option(..., "--org", help="Organisation id or name."), as_json: bool = JSON
+) -> None:
+    """The organisation's members, oldest first."""
+    with reported_errors():
+        ctx = cli_context()
+        ctx.ready()
+        with ctx.db.read() as session:
+            organisation = find_org(session, ctx.principal, org)
+            rows = [
+                schemas.member_listed(row) for row in members(session, ctx.principal, org_id=organisation.id)
+            ]
+        emit({"orgId": organisation.id, "members": rows}, as_json=as_json, human=_member_lines)
+
+
+def _member_lines(document: dict[str, Any]) -> str:
+    return (
+        "\n".join(
+            f"{row['memberId']}  {row['email']}  {row['role']}"
+            + ("" if row["enrolled"] else "  (not enrolled yet)")
+            + ("  (disabled)" if row["disabled"] else "")
+            for row in document["members"]
+        )
+        or "No members yet: add one with `paywarden admin member create`."
+    )
+
+
+def _switch(member_ref: str, org: str, *, disabled: bool, as_json: bool) -> None:
+    with reported_errors():
+        ctx = cli_context()
+        ctx.ready()
+        with ctx.db.write() as session:
+            organisation = find_org(session, ctx.principal, org)
+            row = find_member(session, ctx.principal, member_ref, org_id=organisation.id)
+            set_member_disabled(session, member=row, disabled=disabled, actor=ctx.actor, now=ctx.clock.now())
+            document = schemas.member_listed(row)
+        emit(document, as_json=as_json)
+
+
+@app.command("disable")
+def member_disable(
+    member: str = typer.Argument(..., help="Member id or email."),
+    org: str = typer.Option(..., "--org", help="Organisation id or name."),
+    as_json: bool = JSON,
+) -> None:
+    """Disable a member now: their sessions end and their passkeys sign nothing in, in every process."""
+    _switch(member, org, disabled=True, as_json=as_json)
+
+
+@app.command("enable")
+def member_enable(
+    member: str = typer.Argument(..., help="Member id or email."),
+    org: str = typer.Option(..., "--org", help="Organisation id or name."),
+    as_json: bool = JSON,
+) -> None:
+    """Enable a disabled member again (they sign in with their passkeys as before)."""
+    _switch(member, org, disabled=False, as_json=as_json)
