@@ -32,7 +32,7 @@ from server.policy.model import Policy
 from server.policy.rulebook import rules_for_agent
 from server.policy.rules import Rule
 from server.policy.service import current_policy
-from server.tenancy.service import refreshed
+from server.tenancy.service import disabled_now
 from server.vocabulary import ApprovalStatus, HoldReason, IntentStatus, Origin, WalletMode
 from server.x402.selection import Selection
 from server.x402.transfer_authorization import derive_nonce, validity_window
@@ -213,7 +213,7 @@ def reserve(
 ) -> Reservation:
     """Decide and record: an authorised intent, a held one with its approval, or a denial."""
     lock_org(session, agent.org_id)
-    if refreshed(session, agent).disabled_at is not None:
+    if disabled_now(session, agent):
         raise AgentDisabled()  # disabled since the call's token was checked: nothing is signed
     intents = IntentRepository(session)
     existing = intents.find_by_key(principal, agent_id=agent.id, key=facts.idempotency_key)

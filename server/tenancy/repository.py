@@ -80,6 +80,13 @@ class AgentRepository(TenantRepository[Agent]):
     model = Agent
     agent_column: ClassVar[str | None] = "id"
 
+    def disabled_now(self, *, org_id: str, agent_id: str) -> bool:
+        """Whether the agent is disabled as the database has it now (missing counts as disabled)."""
+        row = self.session.execute(
+            select(col(Agent.disabled_at)).where(col(Agent.org_id) == org_id, col(Agent.id) == agent_id)
+        ).first()
+        return row is None or row[0] is not None
+
     def all_readable(self, reader: Reader, *, org_id: str | None = None) -> Sequence[Agent]:
         """The agents the reader may see (of `org_id` only, when given), oldest first."""
         statement = self.readable(reader)

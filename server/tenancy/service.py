@@ -141,15 +141,16 @@ def set_member_disabled(
     return True
 
 
-def refreshed(session: Session, agent: Agent) -> Agent:
-    """The agent as the database has it now (read again: under the organisation's lock, the truth)."""
-    return AgentRepository(session).refresh(agent)
+def disabled_now(session: Session, agent: Agent) -> bool:
+    """Whether the agent is disabled as the database has it now: under the organisation's lock,
+    the truth, whichever session `agent` was read in."""
+    return AgentRepository(session).disabled_now(org_id=agent.org_id, agent_id=agent.id)
 
 
 def set_agent_disabled(session: Session, *, agent: Agent, disabled: bool, actor: str, now: datetime) -> bool:
     """Disable (or enable) an agent; False when it already was. Its tokens are refused from the
     next call in every process: each call reads `disabled_at` with the token."""
-    if (refreshed(session, agent).disabled_at is not None) == disabled:
+    if disabled_now(session, agent) == disabled:
         return False
     agent.disabled_at = now if disabled else None
     AgentRepository(session).add(agent, flush=False)
