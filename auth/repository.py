@@ -92,6 +92,21 @@ class TokenRepository(TenantRepository[AccessToken]):
         values = dict(zip(_TOKEN_COLUMNS, row[:-1], strict=True))
         return TokenCheck(**values, agent_enabled=bool(row[-1]))
 
+    def newest_labelled(
+        self, *, org_id: str, agent_id: str, label: str, audience: str, live_until: datetime
+    ) -> AccessToken | None:
+        """The agent's newest unrevoked access token with this label and audience that is still
+        valid at `live_until`."""
+        statement = self._statement().where(
+            AccessToken.audience == audience,
+            AccessToken.org_id == org_id,
+            AccessToken.agent_id == agent_id,
+            AccessToken.label == label,
+            col(AccessToken.revoked_at).is_(None),
+            AccessToken.expires_at > live_until,
+        )
+        return self._first(statement.order_by(col(AccessToken.created_at).desc()))
+
     def agent_enabled(self, *, org_id: str, agent_id: str) -> bool:
         """Whether the agent exists in the organisation and is not disabled."""
         agent = self.session.get(Agent, agent_id)

@@ -60,7 +60,8 @@ def parse_scopes(text: str, *, for_agent: bool) -> frozenset[Scope]:
         raise ScopeError("at least one scope is required")
     unknown = names - {str(scope) for scope in Scope}
     if unknown:
-        raise ScopeError(f"unknown scope(s): {' '.join(sorted(unknown))}")
+        valid = AGENT_SCOPES if for_agent else ALL_SCOPES
+        raise ScopeError(f"unknown scope(s): {' '.join(sorted(unknown))}; the scopes are {scope_text(valid)}")
     scopes = frozenset(Scope(name) for name in names)
     if for_agent and Scope.ADMIN in scopes:
         raise ScopeError("the admin scope is never granted to an agent token")

@@ -7,7 +7,9 @@ authorization server did (auth/token_families.py), so one verifier serves both.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -64,14 +66,18 @@ def issue_access_token(
     now: datetime,
     label: str | None = None,
     client_id: str | None = None,
+    derive_secret: Callable[[str], str] | None = None,
 ) -> IssuedToken:
+    """A new access token. `derive_secret` (token id -> secret) is for a token that must be shown
+    again later by whoever can derive it (the demo's); every other secret is random, shown once."""
     if not MIN_TTL_SECONDS <= ttl_seconds <= MAX_TTL_SECONDS:
         raise InvalidInput(InputReason.INVALID_TTL)
     if agent_id is not None and Scope.ADMIN in scopes:
         raise InvalidInput(InputReason.ADMIN_SCOPE_NOT_GRANTABLE)
-    secret = new_secret(ACCESS_PREFIX)
+    token_id = new_id("token")
+    secret = new_secret(ACCESS_PREFIX) if derive_secret is None else derive_secret(token_id)
     row = AccessToken(
-        id=new_id("token"),
+        id=token_id,
         org_id=org_id,
         agent_id=agent_id,
         client_id=client_id,
@@ -96,6 +102,29 @@ def issue_access_token(
         now=now,
     )
     return IssuedToken(row.id, secret, row.expires_at, tuple(sorted(scopes)))
+
+
+def reusable_token(
+    session: Session,
+    *,
+    org_id: str,
+    agent_id: str,
+    label: str,
+    audience: str,
+    derive_secret: Callable[[str], str],
+    live_until: datetime,
+) -> IssuedToken | None:
+    """The newest token `issue_access_token(derive_secret=...)` made with this label, if it is still
+    valid at `live_until` and its secret still derives the same way (another master key would not)."""
+    row = TokenRepository(session).newest_labelled(
+        org_id=org_id, agent_id=agent_id, label=label, audience=audience, live_until=live_until
+    )
+    if row is None:
+        return None
+    secret = derive_secret(row.id)
+    if not hmac.compare_digest(hash_secret(secret), row.token_hash):
+        return None
+    return IssuedToken(row.id, secret, row.expires_at, tuple(sorted(Scope(s) for s in row.scopes.split())))
 
 
 def revoke_token(session: Session, principal: Principal, *, token_id: str, now: datetime) -> AccessToken:

@@ -143,7 +143,7 @@ def build_services(
     )
 
 
-def open_master_key(db: Database, settings: Settings, *, clock: Clock) -> MasterKey:
+def open_master_key(db: Database, settings: Settings, *, clock: Clock, may_create: bool = True) -> MasterKey:
     """The master key this process may use, checked against the database before anything else.
 
     Raises MasterKeyError with one line naming the key when it is not the database's own. Without
@@ -159,6 +159,11 @@ def open_master_key(db: Database, settings: Settings, *, clock: Clock) -> Master
     except MasterKeyMissing:
         path = settings.master_key_file
         assert path is not None  # without a file to keep it in, settings.master says so itself
+        if not may_create and not path.exists():
+            raise MasterKeyMissing(
+                f"the master key file {path} does not exist: restore it, set PAYWARDEN_MASTER_KEY, "
+                "or run `paywarden migrate` for a new database"
+            )
         if tables:
             with db.read() as session:
                 sealed = holds_sealed_secrets(session, with_check=with_check)

@@ -20,14 +20,15 @@ from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_va
 from pydantic_settings import BaseSettings, DotEnvSettingsSource, SettingsConfigDict, SettingsError
 
 from server.kit.crypto import MasterKey, MasterKeyError, MasterKeyMissing, read_master_key_file
+from server.kit.sqlite_url import sqlite_file
+from server.vocabulary import BASE as BASE  # re-exported: the networks are words of the vocabulary
+from server.vocabulary import BASE_SEPOLIA as BASE_SEPOLIA
+from server.vocabulary import SUPPORTED_NETWORKS as SUPPORTED_NETWORKS
 
 ENV_PREFIX = "PAYWARDEN_"
 # Without PAYWARDEN_MASTER_KEY, the key lives in this file next to the SQLite database.
 MASTER_KEY_FILE_NAME = ".paywarden-master-key"
 
-BASE = "eip155:8453"
-BASE_SEPOLIA = "eip155:84532"
-SUPPORTED_NETWORKS = {BASE: "Base", BASE_SEPOLIA: "Base Sepolia"}
 DEFAULT_USDC = {
     BASE: "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
     BASE_SEPOLIA: "0x036CbD53842c5426634e7929541eC2318f3dCF7e",
@@ -197,12 +198,8 @@ class Settings(BaseSettings):
         """Where the master key is kept when PAYWARDEN_MASTER_KEY is not set: next to the SQLite
         database file, whatever the working directory. None when there is no such file (PostgreSQL,
         or SQLite in memory): the key must then come from PAYWARDEN_MASTER_KEY."""
-        if self.master_key is not None or not self.database_url.startswith("sqlite:///"):
-            return None
-        path = self.database_url.removeprefix("sqlite:///").split("?", 1)[0]
-        if not path or path == ":memory:":
-            return None
-        return Path(path).resolve().parent / MASTER_KEY_FILE_NAME
+        path = None if self.master_key is not None else sqlite_file(self.database_url)
+        return None if path is None else path.parent / MASTER_KEY_FILE_NAME
 
     @property
     def master_key_name(self) -> str:

@@ -9,6 +9,11 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+# The networks Paywarden pays on (CAIP-2 ids) and their names.
+BASE = "eip155:8453"
+BASE_SEPOLIA = "eip155:84532"
+SUPPORTED_NETWORKS = {BASE: "Base", BASE_SEPOLIA: "Base Sepolia"}
+
 
 class IntentStatus(StrEnum):
     """A payment intent's state. See server/payments/states.py for the moves between them."""

@@ -4,19 +4,23 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
-from server.audit.service import ChainBreak, Head, first_broken_link, heads, heads_document, parse_heads
 from server.cli import schemas
 from server.cli.context import cli_context
-from server.cli.output import JSON, emit, fail, reported_errors
-from server.tenancy.service import find_org, organisations
+from server.cli.output import JSON, command_group, emit, fail, reported_errors
 
-app = typer.Typer(help="The audit log.", no_args_is_help=True)
+if TYPE_CHECKING:
+    from server.audit.service import Head
+
+app = command_group("The audit log.", example="paywarden audit verify --org acme")
 
 
 def _expected_heads(path: Path) -> dict[str, Head]:
+    from server.audit.service import parse_heads
+
     try:
         return parse_heads(json.loads(path.read_text(encoding="utf-8")))
     except OSError as exc:
@@ -36,6 +40,9 @@ def verify(
     as_json: bool = JSON,
 ) -> None:
     """Exit 0 when every chain is intact, 1 when one is broken (naming the first broken link)."""
+    from server.audit.service import ChainBreak, first_broken_link
+    from server.tenancy.service import find_org, organisations
+
     with reported_errors():
         expected = _expected_heads(expect_head) if expect_head is not None else {}
         ctx = cli_context()
@@ -64,6 +71,8 @@ def verify(
 def head(as_json: bool = JSON) -> None:
     """Print each organisation's newest event (seq and hash). Keep the output somewhere the
     database's writers cannot reach: `audit verify --expect-head` then proves nothing was cut off."""
+    from server.audit.service import heads, heads_document
+
     with reported_errors():
         ctx = cli_context()
         ctx.ready()

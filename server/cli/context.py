@@ -6,25 +6,45 @@ import getpass
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
-from auth.principal import Principal
-from server.kit.clock import Clock, SystemClock
-from server.kit.crypto import MasterKey
-from server.kit.db import Database
-from server.kit.migrations import schema_is_current
-from server.services import open_master_key
-from server.settings import Settings, load_settings
+from server.kit.sqlite_url import sqlite_file
+
+if TYPE_CHECKING:  # loaded when a command runs, never for `--help`
+    from auth.principal import Principal
+    from server.kit.clock import Clock
+    from server.kit.crypto import MasterKey
+    from server.kit.db import Database
+    from server.settings import Settings
 
 
 @dataclass
 class CliContext:
     settings: Settings
     clock: Clock
+    creates: bool = False  # only `migrate` and `demo` may create a database or a master key file
 
     @cached_property
     def _opened(self) -> tuple[Database, MasterKey]:
+        from server.kit.db import Database
+        from server.services import open_master_key
+
+        self._refuse_missing_database()
         database = Database(self.settings.database_url, pool_size=self.settings.database_pool_size)
-        return database, open_master_key(database, self.settings, clock=self.clock)
+        return database, open_master_key(database, self.settings, clock=self.clock, may_create=self.creates)
+
+    def _refuse_missing_database(self) -> None:
+        """SQLite makes an empty file for any path it is given: a command run in the wrong directory
+        would quietly start a second, empty Paywarden."""
+        from server.cli.output import fail
+
+        path = sqlite_file(self.settings.database_url)
+        if path is None:
+            return
+        if not path.parent.is_dir():
+            fail(f"no directory {path.parent} for the database {path}; check PAYWARDEN_DATABASE_URL")
+        if not self.creates and not path.exists():
+            fail(f"no database at {path}; run `paywarden migrate` (or set PAYWARDEN_DATABASE_URL)")
 
     @property
     def db(self) -> Database:
@@ -44,10 +64,13 @@ class CliContext:
     def principal(self) -> Principal:
         """The operator: the command line holds the database's credentials, so it reads every
         organisation; audit events name the account that ran the command."""
+        from auth.principal import Principal
+
         return Principal.operator(self.actor)
 
     def require_current_schema(self) -> None:
         from server.cli.output import fail
+        from server.kit.migrations import schema_is_current
 
         if not schema_is_current(self.db):
             fail("the database schema is behind: run `paywarden migrate`")
@@ -64,5 +87,8 @@ class CliContext:
         _ = self.master
 
 
-def cli_context(*, exempt: Iterable[str] = ()) -> CliContext:
-    return CliContext(settings=load_settings(exempt=exempt), clock=SystemClock())
+def cli_context(*, exempt: Iterable[str] = (), creates: bool = False) -> CliContext:
+    from server.kit.clock import SystemClock
+    from server.settings import load_settings
+
+    return CliContext(settings=load_settings(exempt=exempt), clock=SystemClock(), creates=creates)

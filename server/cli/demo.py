@@ -3,43 +3,72 @@ token, and a link that signs the owner up with a passkey (or, once they have one
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import json
+from collections.abc import Callable
 from datetime import timedelta
 from decimal import Decimal
 
 import typer
 
-from auth.passkeys import has_passkey, reissue_enrollment
 from auth.scopes import AGENT_SCOPES
-from auth.tokens import issue_access_token
 from server.cli import schemas
 from server.cli.context import cli_context
 from server.cli.output import emit, reported_errors
-from server.policy.service import PolicyChanges, set_policy
-from server.settings import BASE_SEPOLIA
-from server.tenancy.service import (
-    MemberNotFound,
-    OrgNotFound,
-    create_agent,
-    create_member,
-    create_org,
-    find_agent_by_name,
-    find_member,
-    find_org,
-)
 from server.vocabulary import Role
 
 DEMO_ORG = "demo"
 DEMO_AGENT = "demo-agent"
 DEMO_MEMBER = "owner@demo.example"
 DEMO_TOKEN_TTL = 7 * 24 * 3600
+DEMO_TOKEN_LABEL = "demo"  # noqa: S105 - a label, not a secret
+DEMO_TOKEN_PURPOSE = "paywarden demo token"  # noqa: S105 - a key derivation purpose
+# A token with less than a day left is not handed out again: a new one is issued instead.
+DEMO_TOKEN_REUSE_MARGIN = timedelta(days=1)
+
+
+def _demo_secret(key: bytes) -> Callable[[str], str]:
+    """The demo token's secret is derived from the master key and the token's id, so every `demo`
+    run prints the same token while it is valid (whoever holds the master key holds everything)."""
+    from auth.tokens import ACCESS_PREFIX
+
+    def derive(token_id: str) -> str:
+        digest = hmac.new(key, token_id.encode(), hashlib.sha256).digest()
+        return ACCESS_PREFIX + base64.urlsafe_b64encode(digest).decode().rstrip("=")
+
+    return derive
 
 
 def demo(as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
-    """Create the demo organisation, agent, owner and policy if missing; print a new agent token, and
-    the owner's enrolment link while they have no passkey yet."""
+    """Create the demo organisation, agent, owner and policy if missing (and the database, on a
+    first run); print the demo agent's token (the same one while it is valid), and the owner's
+    enrolment link while they have no passkey yet."""
+    from auth.passkeys import has_passkey, reissue_enrollment
+    from auth.tokens import issue_access_token, reusable_token
+    from server.kit import migrations
+    from server.policy.service import PolicyChanges, set_policy
+    from server.services import open_master_key
+    from server.settings import BASE_SEPOLIA
+    from server.tenancy.service import (
+        MemberNotFound,
+        OrgNotFound,
+        create_agent,
+        create_member,
+        create_org,
+        find_agent_by_name,
+        find_member,
+        find_org,
+    )
+
     with reported_errors():
-        ctx = cli_context()
+        ctx = cli_context(creates=True)
+        if migrations.current_revision(ctx.db) is None:
+            # A first run in a new place: the demo makes its database rather than send the
+            # newcomer to `migrate` first. A database that is merely behind still needs `migrate`.
+            migrations.upgrade(ctx.db)
+            open_master_key(ctx.db, ctx.settings, clock=ctx.clock)  # records its check value
         ctx.ready()
         now = ctx.clock.now()
         principal = ctx.principal
@@ -76,7 +105,16 @@ def demo(as_json: bool = typer.Option(False, "--json", help="Print one JSON obje
                     ttl=timedelta(seconds=ctx.settings.enroll_ttl),
                 )
                 enroll_url = f"{ctx.settings.pages_url}/enroll/{enrollment.token}"
-            issued = issue_access_token(
+            derive = _demo_secret(ctx.master.derive(DEMO_TOKEN_PURPOSE))
+            issued = reusable_token(
+                session,
+                org_id=org.id,
+                agent_id=agent.id,
+                label=DEMO_TOKEN_LABEL,
+                audience=ctx.settings.mcp_url,
+                derive_secret=derive,
+                live_until=now + DEMO_TOKEN_REUSE_MARGIN,
+            ) or issue_access_token(
                 session,
                 org_id=org.id,
                 agent_id=agent.id,
@@ -85,7 +123,8 @@ def demo(as_json: bool = typer.Option(False, "--json", help="Print one JSON obje
                 ttl_seconds=DEMO_TOKEN_TTL,
                 created_by=ctx.actor,
                 now=now,
-                label="demo",
+                label=DEMO_TOKEN_LABEL,
+                derive_secret=derive,
             )
         data = schemas.demo(
             org=org,

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import json
 import re
+from typing import TYPE_CHECKING
 
 import anyio
 import typer
 
 from server.cli import schemas
-from server.kit.clock import SystemClock
-from server.kit.errors import InputReason, InvalidInput, PaywardenError
-from server.payments.inputs import validate_fetch_paid
-from server.payments.preflight.diagnosis import Diagnosis, Status, diagnose_without_account
-from server.settings import ConfigError, load_probe_settings
+
+if TYPE_CHECKING:
+    from server.payments.preflight.diagnosis import Diagnosis
 
 _WALLET = re.compile(r"^0x[0-9a-fA-F]{40}$")
 EXIT_NO_PROBLEM = 0
@@ -28,6 +27,12 @@ EXIT_PROBLEM = 2
 
 
 def _run(url: str, wallet: str | None, method: str) -> Diagnosis:
+    from server.kit.clock import SystemClock
+    from server.kit.errors import InputReason, InvalidInput
+    from server.payments.inputs import validate_fetch_paid
+    from server.payments.preflight.diagnosis import diagnose_without_account
+    from server.settings import load_probe_settings
+
     settings = load_probe_settings()
     if wallet is not None and not _WALLET.match(wallet):
         raise InvalidInput(InputReason.INVALID_WALLET)
@@ -58,6 +63,10 @@ def doctor(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Say why paying URL would fail, and what to do, without paying (no server or key needed)."""
+    from server.kit.errors import PaywardenError
+    from server.payments.preflight.diagnosis import Status
+    from server.settings import ConfigError
+
     try:
         found = _run(url, wallet, method)
     except ConfigError as exc:

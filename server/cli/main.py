@@ -6,13 +6,11 @@ import typer
 
 from server.cli import admin, audit, demo, doctor, schemas
 from server.cli.context import cli_context
-from server.cli.output import emit, reported_errors
-from server.kit import migrations
-from server.services import open_master_key
+from server.cli.output import command_group, emit, reported_errors
 
-app = typer.Typer(
-    help="Paywarden: a spending control plane for AI agents that pay x402 APIs.",
-    no_args_is_help=True,
+app = command_group(
+    "Paywarden: a spending control plane for AI agents that pay x402 APIs.",
+    example="paywarden demo",
     add_completion=False,
     pretty_exceptions_enable=False,
 )
@@ -24,9 +22,13 @@ app.command("doctor")(doctor.doctor)
 
 @app.command()
 def migrate(as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
-    """Apply database migrations up to the newest schema."""
+    """Apply database migrations up to the newest schema (creating the database file and the
+    master key file next to it on first run, with SQLite)."""
+    from server.kit import migrations
+    from server.services import open_master_key
+
     with reported_errors():
-        ctx = cli_context()
+        ctx = cli_context(creates=True)
         # ctx.db checks the key before the schema moves: another key than the database's changes nothing.
         before = migrations.current_revision(ctx.db)
         migrations.upgrade(ctx.db)

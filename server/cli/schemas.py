@@ -10,34 +10,34 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from auth.clients import NewClient
-from auth.tokens import IssuedToken
-from server.approvals import service as approvals
-from server.audit.service import ChainBreak
-from server.catalog.imports import ImportReport
-from server.catalog.service import Listing
-from server.catalog.verification import CheckResult
 from server.kit.clock import isoformat
 from server.kit.money import format_usd
-from server.models import (
-    AccessToken,
-    Agent,
-    Approval,
-    CatalogEntry,
-    CatalogOffer,
-    Member,
-    OAuthClient,
-    Organization,
-    PaymentIntent,
-    Team,
-    Wallet,
-)
-from server.payments.preflight.diagnosis import Diagnosis
-from server.payments.preflight.report import explain, issue_report
-from server.policy.model import Policy
-from server.policy.rules import Rule
+
+if TYPE_CHECKING:  # the types only: `--help` must not load the services (see docs/cli.md)
+    from auth.clients import NewClient
+    from auth.tokens import IssuedToken
+    from server.audit.service import ChainBreak
+    from server.catalog.imports import ImportReport
+    from server.catalog.service import Listing
+    from server.catalog.verification import CheckResult
+    from server.models import (
+        AccessToken,
+        Agent,
+        Approval,
+        CatalogEntry,
+        CatalogOffer,
+        Member,
+        OAuthClient,
+        Organization,
+        PaymentIntent,
+        Team,
+        Wallet,
+    )
+    from server.payments.preflight.diagnosis import Diagnosis
+    from server.policy.model import Policy
+    from server.policy.rules import Rule
 
 Document = dict[str, Any]
 
@@ -343,6 +343,8 @@ def demo(
 
 def approval(row: Approval, now: datetime) -> Document:
     """An approval as an operator sees it: everything the agent sees, and who decided."""
+    from server.approvals import service as approvals
+
     return {
         "approvalId": row.id,
         "status": str(approvals.effective_status(row, now)),
@@ -376,6 +378,8 @@ def _usd_or_none(atomic: int | None) -> str | None:
 
 def diagnosis(d: Diagnosis) -> Document:
     """`doctor --json`: the fields diagnose_payment's result has."""
+    from server.payments.preflight.report import explain, issue_report
+
     told = explain(d)
     wallet = d.wallet
     return {

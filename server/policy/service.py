@@ -279,6 +279,8 @@ def _next_version(
         updated = apply_changes(current, changes_to(current))
     except PolicyError as exc:
         raise InvalidPolicy(reason=str(exc)) from exc
+    if replace(updated, version=current.version) == current:
+        return current  # nothing to change: no new version, no audit event
     _store(session, agent=agent, policy=updated, actor=actor, now=now)
     return updated
 

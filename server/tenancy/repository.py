@@ -107,3 +107,10 @@ class AgentRepository(TenantRepository[Agent]):
 
     def by_name(self, reader: Reader, *, org_id: str, name: str) -> Agent | None:
         return self._first(self.readable(reader).where(Agent.org_id == org_id, Agent.name == name))
+
+    def named(self, reader: Reader, name: str, *, org_id: str | None = None) -> Sequence[Agent]:
+        """The readable agents of this name: one per organisation at most (of `org_id` when given)."""
+        statement = self.readable(reader).where(Agent.name == name)
+        if org_id is not None:
+            statement = statement.where(Agent.org_id == org_id)
+        return self._all(statement.order_by(col(Agent.org_id)))

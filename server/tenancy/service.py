@@ -46,7 +46,12 @@ class OrgNotFound(PaywardenError):
 
 class AgentNotFound(PaywardenError):
     code = "agent_not_found"
-    message = "No agent with that id in this organisation."
+    message = "No agent with that id or name in this organisation."
+
+
+class AgentNameAmbiguous(PaywardenError):
+    code = "agent_name_ambiguous"
+    message = "Agents of several organisations have that name: give the agent's id, or the organisation."
 
 
 class NameTaken(PaywardenError):
@@ -313,6 +318,21 @@ def agent_with_policy(session: Session, principal: Principal, agent_id: str) -> 
         raise AgentNotFound()
     agent, version_id = found
     return agent, policy_of_version(session, version_id, org_id=agent.org_id)
+
+
+def find_agent(session: Session, principal: Principal, ref: str, *, org_id: str | None = None) -> Agent:
+    """By id, or by name (names are unique within an organisation; one that several organisations
+    use needs `org_id` or the id)."""
+    repository = AgentRepository(session)
+    agent = repository.get_readable(principal, ref)
+    if agent is not None and org_id in (None, agent.org_id):
+        return agent
+    named = repository.named(principal, ref.strip(), org_id=org_id)
+    if len(named) > 1:
+        raise AgentNameAmbiguous()
+    if not named:
+        raise AgentNotFound()
+    return named[0]
 
 
 def find_agent_by_name(session: Session, principal: Principal, *, org_id: str, name: str) -> Agent | None:

@@ -6,8 +6,6 @@ services return through server/cli/schemas.py.
 
 from __future__ import annotations
 
-import typer
-
 from server.cli.admin import (
     agent,
     approvals,
@@ -22,11 +20,12 @@ from server.cli.admin import (
     token,
     wallet,
 )
+from server.cli.output import command_group
 
-app = typer.Typer(
-    help="Administer organisations, teams, members, agents, policies, rules, approvals, the catalog, "
+app = command_group(
+    "Administer organisations, teams, members, agents, policies, rules, approvals, the catalog, "
     "wallets, tokens, OAuth clients and payments.",
-    no_args_is_help=True,
+    example="paywarden admin agent list --org acme",
 )
 app.add_typer(org.app, name="org")
 app.add_typer(agent.app, name="agent")

@@ -8,12 +8,10 @@ import typer
 
 from server.cli import schemas
 from server.cli.context import cli_context
-from server.cli.output import JSON, emit, reported_errors
-from server.payments.decisions import set_agent_disabled
-from server.settings import BASE_SEPOLIA
-from server.tenancy.service import agent_with_policy, agents, create_agent, find_member, find_org, find_team
+from server.cli.output import JSON, command_group, emit, reported_errors
+from server.vocabulary import BASE_SEPOLIA
 
-app = typer.Typer(help="Agents.", no_args_is_help=True)
+app = command_group("Agents.", example="paywarden admin agent create --org acme --name researcher")
 
 
 @app.command("create")
@@ -31,6 +29,8 @@ def agent_create(
 ) -> None:
     """Create an agent. It starts with a policy that allows no host until you set one, and a
     weekly limit of 5 times its daily cap."""
+    from server.tenancy.service import create_agent, find_member, find_org, find_team
+
     with reported_errors():
         ctx = cli_context()
         ctx.ready()
@@ -55,6 +55,8 @@ def agent_list(
     org: str = typer.Option(..., "--org", help="Organisation id or name."), as_json: bool = JSON
 ) -> None:
     """The organisation's agents, oldest first."""
+    from server.tenancy.service import agents, find_org
+
     with reported_errors():
         ctx = cli_context()
         ctx.ready()
@@ -77,22 +79,30 @@ def _agent_lines(document: dict[str, Any]) -> str:
 
 
 @app.command("show")
-def agent_show(agent_id: str = typer.Argument(..., help="Agent id."), as_json: bool = JSON) -> None:
+def agent_show(agent: str = typer.Argument(..., help="Agent id or name."), as_json: bool = JSON) -> None:
     """One agent, with the version of its policy in force."""
+    from server.tenancy.service import agent_with_policy, find_agent
+
     with reported_errors():
         ctx = cli_context()
         ctx.ready()
         with ctx.db.read() as session:
-            row, policy = agent_with_policy(session, ctx.principal, agent_id)
+            row, policy = agent_with_policy(
+                session, ctx.principal, find_agent(session, ctx.principal, agent).id
+            )
             document = {**schemas.agent_listed(row), "policyVersion": policy.version}
         emit(document, as_json=as_json)
 
 
-def _switch(agent_id: str, *, disabled: bool, as_json: bool) -> None:
+def _switch(agent: str, *, disabled: bool, as_json: bool) -> None:
+    from server.payments.decisions import set_agent_disabled
+    from server.tenancy.service import find_agent
+
     with reported_errors():
         ctx = cli_context()
         ctx.ready()
         with ctx.db.write() as session:
+            agent_id = find_agent(session, ctx.principal, agent).id
             row = set_agent_disabled(
                 session, ctx.principal, agent_id=agent_id, disabled=disabled, now=ctx.clock.now()
             )
@@ -101,13 +111,13 @@ def _switch(agent_id: str, *, disabled: bool, as_json: bool) -> None:
 
 
 @app.command("disable")
-def agent_disable(agent_id: str = typer.Argument(..., help="Agent id."), as_json: bool = JSON) -> None:
+def agent_disable(agent: str = typer.Argument(..., help="Agent id or name."), as_json: bool = JSON) -> None:
     """Disable an agent now: its tokens and connections are refused on their next call in every
     process, its pending approvals are denied, and nothing it started can be signed any more."""
-    _switch(agent_id, disabled=True, as_json=as_json)
+    _switch(agent, disabled=True, as_json=as_json)
 
 
 @app.command("enable")
-def agent_enable(agent_id: str = typer.Argument(..., help="Agent id."), as_json: bool = JSON) -> None:
+def agent_enable(agent: str = typer.Argument(..., help="Agent id or name."), as_json: bool = JSON) -> None:
     """Enable a disabled agent again (approvals ended by disabling it stay ended)."""
-    _switch(agent_id, disabled=False, as_json=as_json)
+    _switch(agent, disabled=False, as_json=as_json)

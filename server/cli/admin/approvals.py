@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import typer
 
-from server.approvals import service as approvals
 from server.cli import schemas
 from server.cli.context import cli_context
-from server.cli.output import JSON, emit, fail, reported_errors
-from server.payments import decisions
-from server.tenancy.service import find_org
+from server.cli.output import JSON, command_group, emit, fail, reported_errors
 from server.vocabulary import ApprovalStatus
 
-app = typer.Typer(help="Payments waiting for a human.", no_args_is_help=True)
+app = command_group("Payments waiting for a human.", example="paywarden admin approvals list --org acme")
 
 STATUSES = [str(status) for status in ApprovalStatus]
 
@@ -29,6 +26,9 @@ def approvals_list(
     as_json: bool = JSON,
 ) -> None:
     """The organisation's approvals, newest first."""
+    from server.approvals import service as approvals
+    from server.tenancy.service import find_org
+
     with reported_errors():
         ctx = cli_context()
         if status is not None and status not in STATUSES:
@@ -55,6 +55,8 @@ def approvals_decide(
     as_json: bool = JSON,
 ) -> None:
     """Approve or deny a pending payment on behalf of a member (break-glass, audited)."""
+    from server.payments import decisions
+
     with reported_errors():
         if verdict not in ("approve", "deny"):
             fail("the decision must be approve or deny")

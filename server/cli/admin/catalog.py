@@ -9,41 +9,36 @@ from __future__ import annotations
 
 from decimal import Decimal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import typer
 
-from server.catalog import bazaar, seed
-from server.catalog.service import (
-    EntryChanges,
-    accept_candidate,
-    add_entry,
-    edit_entry,
-    entries,
-    find_entry,
-    listing,
-    listings,
-    resume,
-    suspend,
-)
-from server.catalog.verification import CatalogVerifier, CheckResult
 from server.cli import schemas
 from server.cli.context import CliContext, cli_context
-from server.cli.output import JSON, emit, fail, reported_errors
-from server.policy.model import usd_setting
-from server.sellers.client import SellerClient
+from server.cli.output import JSON, command_group, emit, fail, reported_errors
+
+if TYPE_CHECKING:
+    from server.sellers.client import SellerClient
 from server.vocabulary import SuspensionReason
 
-app = typer.Typer(help="The catalog of sellers.", no_args_is_help=True)
+# catalog.bazaar.MAX_ITEMS, written out so that `--help` loads no service (a test compares).
+BAZAAR_MAX_ITEMS = 5000
+
+app = command_group("The catalog of sellers.", example="paywarden admin catalog list --status candidate")
 
 STATUSES = ("listed", "candidate", "suspended", "all")
 
 
 def _price(value: str | None) -> Decimal | None:
+    from server.policy.model import usd_setting
+
     return None if value is None else usd_setting("price", value)
 
 
 def _sellers(ctx: CliContext) -> SellerClient:
+    from server.sellers.client import SellerClient
+
     return SellerClient(
         max_response_bytes=ctx.settings.max_response_bytes,
         allow_private_hosts=ctx.settings.allow_private_hosts,
@@ -67,6 +62,9 @@ def catalog_add(
     as_json: bool = JSON,
 ) -> None:
     """Add a seller to the catalog, listed at once."""
+    from server.catalog.service import add_entry, listing
+    from server.policy.model import usd_setting
+
     with reported_errors():
         ctx = cli_context()
         ctx.ready()
@@ -107,6 +105,8 @@ def catalog_edit(
     as_json: bool = JSON,
 ) -> None:
     """Change an entry; options not given keep their value."""
+    from server.catalog.service import EntryChanges, edit_entry, listing
+
     with reported_errors():
         ctx = cli_context()
         ctx.require_current_schema()
@@ -135,6 +135,8 @@ def catalog_list(
     as_json: bool = JSON,
 ) -> None:
     """List entries: listed, candidates waiting for you, suspended, or all."""
+    from server.catalog.service import entries, listings
+
     with reported_errors():
         if status not in STATUSES:
             fail(f"invalid_input: --status must be one of {', '.join(STATUSES)}")
@@ -156,6 +158,8 @@ def catalog_show(
     as_json: bool = JSON,
 ) -> None:
     """One entry, with what the seller says of itself (untrusted)."""
+    from server.catalog.service import find_entry, listing
+
     with reported_errors():
         ctx = cli_context()
         ctx.require_current_schema()
@@ -177,6 +181,8 @@ def catalog_accept(
     as_json: bool = JSON,
 ) -> None:
     """List a candidate: it shows in search once a verification passes."""
+    from server.catalog.service import accept_candidate, listing
+
     with reported_errors():
         ctx = cli_context()
         ctx.require_current_schema()
@@ -201,6 +207,8 @@ def catalog_suspend(
     as_json: bool = JSON,
 ) -> None:
     """Stop listing a seller: no catalog rule accepts it and search never shows it."""
+    from server.catalog.service import listing, suspend
+
     with reported_errors():
         ctx = cli_context()
         ctx.require_current_schema()
@@ -216,6 +224,8 @@ def catalog_resume(
     as_json: bool = JSON,
 ) -> None:
     """List a suspended seller again (pin its new payee first with `edit --pay-to`)."""
+    from server.catalog.service import listing, resume
+
     with reported_errors():
         ctx = cli_context()
         ctx.require_current_schema()
@@ -232,6 +242,8 @@ def catalog_import_seed(
     as_json: bool = JSON,
 ) -> None:
     """Import known public sellers from a seed file, as candidates."""
+    from server.catalog import seed
+
     with reported_errors():
         ctx = cli_context()
         ctx.require_current_schema()
@@ -245,11 +257,13 @@ def catalog_import_seed(
 def catalog_import_bazaar(
     url: str = typer.Argument(..., help="The facilitator's URL (its /discovery/resources is read)."),
     limit: int = typer.Option(
-        bazaar.MAX_ITEMS, "--limit", min=1, max=bazaar.MAX_ITEMS, help="At most this many."
+        BAZAAR_MAX_ITEMS, "--limit", min=1, max=BAZAAR_MAX_ITEMS, help="At most this many."
     ),
     as_json: bool = JSON,
 ) -> None:
     """Import sellers an x402 Bazaar lists, as candidates to verify and accept."""
+    from server.catalog import bazaar
+
     with reported_errors():
         ctx = cli_context()
         ctx.require_current_schema()
@@ -280,6 +294,9 @@ def catalog_verify(
 
     With no ENTRY and no --all, checks the entries whose last check is more than 6 hours old.
     """
+    from server.catalog.service import find_entry
+    from server.catalog.verification import CatalogVerifier, CheckResult
+
     with reported_errors():
         ctx = cli_context()
         ctx.require_current_schema()

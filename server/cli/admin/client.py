@@ -5,24 +5,28 @@ from __future__ import annotations
 
 import typer
 
-from auth.clients import create_admin_client, revoke_admin_client
 from auth.scopes import ScopeError, parse_scopes
 from server.cli import schemas
 from server.cli.context import cli_context
-from server.cli.output import JSON, emit, fail, reported_errors
-from server.tenancy.service import get_agent
+from server.cli.output import JSON, command_group, emit, fail, reported_errors
 
-app = typer.Typer(help="OAuth clients for client_credentials, bound to one agent.", no_args_is_help=True)
+app = command_group(
+    "OAuth clients for client_credentials, bound to one agent.",
+    example="paywarden admin client create --agent researcher --scopes payments:read",
+)
 
 
 @app.command("create")
 def client_create(
-    agent: str = typer.Option(..., "--agent", help="Agent id: the client's tokens act for it alone."),
+    agent: str = typer.Option(..., "--agent", help="Agent id or name: the client's tokens act for it alone."),
     name: str = typer.Option(..., "--name", help="A name people will see on the connections page."),
     scopes: str = typer.Option(..., "--scopes", help='The most it may ask for, e.g. "payments:read".'),
     as_json: bool = JSON,
 ) -> None:
     """Create a client_credentials client. Its secret is shown once; only its hash is stored."""
+    from auth.clients import create_admin_client
+    from server.tenancy.service import find_agent
+
     with reported_errors():
         try:
             granted = parse_scopes(scopes, for_agent=True)
@@ -33,7 +37,7 @@ def client_create(
         with ctx.db.write() as session:
             created = create_admin_client(
                 session,
-                agent=get_agent(session, ctx.principal, agent),
+                agent=find_agent(session, ctx.principal, agent),
                 name=name,
                 scopes=granted,
                 resource=ctx.settings.mcp_url,
@@ -51,6 +55,8 @@ def client_revoke(
     client_id: str = typer.Argument(..., help="The client's id (pwc_...)."), as_json: bool = JSON
 ) -> None:
     """Disable a client and revoke its tokens at once."""
+    from auth.clients import revoke_admin_client
+
     with reported_errors():
         ctx = cli_context()
         ctx.require_current_schema()

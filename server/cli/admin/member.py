@@ -8,32 +8,22 @@ from typing import Any
 
 import typer
 
-from auth.passkeys import reissue_enrollment
 from server.cli import schemas
 from server.cli.context import cli_context
-from server.cli.output import JSON, emit, reported_errors
-from server.policy.model import usd_setting
-from server.policy.rulebook import add_rule
-from server.policy.rules import RuleTarget
-from server.tenancy.service import (
-    ROLES,
-    create_member,
-    find_member,
-    find_org,
-    members,
-    parse_role,
-    set_member_disabled,
-)
-from server.vocabulary import RuleKind, RuleScope, RuleWindow
+from server.cli.output import JSON, command_group, emit, reported_errors
+from server.vocabulary import Role, RuleKind, RuleScope, RuleWindow
 
-app = typer.Typer(help="Members: the people of an organisation.", no_args_is_help=True)
+app = command_group(
+    "Members: the people of an organisation.",
+    example="paywarden admin member create --org acme --email ana@acme.example --role approver",
+)
 
 
 @app.command("create")
 def member_create(
     org: str = typer.Option(..., "--org", help="Organisation id or name."),
     email: str = typer.Option(..., "--email", help="The person's email address."),
-    role: str = typer.Option(..., "--role", help=" | ".join(ROLES)),
+    role: str = typer.Option(..., "--role", help=" | ".join(Role)),
     daily_cap: str | None = typer.Option(
         None, "--daily-cap", help="The member's daily sub-cap in USD, summed over all their agents."
     ),
@@ -44,6 +34,11 @@ def member_create(
     An agent that belongs to a member (`admin agent create --member`) can pay only under the
     member's daily sub-cap; without one it cannot pay at all.
     """
+    from server.policy.model import usd_setting
+    from server.policy.rulebook import add_rule
+    from server.policy.rules import RuleTarget
+    from server.tenancy.service import create_member, find_org, parse_role
+
     with reported_errors():
         ctx = cli_context()
         ctx.ready()
@@ -92,6 +87,9 @@ def member_enroll_link(
     """Print a new one-time enrolment link (valid PAYWARDEN_ENROLL_TTL, 24 hours by default) for a
     member who needs a passkey, for example after losing every device; the member's earlier link
     stops working."""
+    from auth.passkeys import reissue_enrollment
+    from server.tenancy.service import find_member, find_org
+
     with reported_errors():
         ctx = cli_context()
         ctx.require_current_schema()
@@ -120,6 +118,8 @@ def member_list(
     org: str = typer.Option(..., "--org", help="Organisation id or name."), as_json: bool = JSON
 ) -> None:
     """The organisation's members, oldest first."""
+    from server.tenancy.service import find_org, members
+
     with reported_errors():
         ctx = cli_context()
         ctx.ready()
@@ -144,6 +144,8 @@ def _member_lines(document: dict[str, Any]) -> str:
 
 
 def _switch(member_ref: str, org: str, *, disabled: bool, as_json: bool) -> None:
+    from server.tenancy.service import find_member, find_org, set_member_disabled
+
     with reported_errors():
         ctx = cli_context()
         ctx.ready()

@@ -6,14 +6,10 @@ import typer
 
 from server.cli import schemas
 from server.cli.context import cli_context
-from server.cli.output import JSON, emit, reported_errors
-from server.policy.model import usd_setting
-from server.policy.rulebook import add_rule
-from server.policy.rules import RuleTarget
-from server.tenancy.service import create_org, find_org, set_approval_ttl
+from server.cli.output import JSON, command_group, emit, reported_errors
 from server.vocabulary import RuleKind, RuleScope, RuleWindow
 
-app = typer.Typer(help="Organisations.", no_args_is_help=True)
+app = command_group("Organisations.", example="paywarden admin org create acme --monthly-cap 500")
 
 
 @app.command("create")
@@ -25,6 +21,11 @@ def org_create(
     as_json: bool = JSON,
 ) -> None:
     """Create an organisation."""
+    from server.policy.model import usd_setting
+    from server.policy.rulebook import add_rule
+    from server.policy.rules import RuleTarget
+    from server.tenancy.service import create_org
+
     with reported_errors():
         ctx = cli_context()
         ctx.ready()
@@ -57,6 +58,8 @@ def org_set(
     as_json: bool = JSON,
 ) -> None:
     """Change an organisation's settings."""
+    from server.tenancy.service import find_org, set_approval_ttl
+
     with reported_errors():
         ctx = cli_context()
         ctx.ready()

@@ -14,13 +14,13 @@ import typer
 
 from server.cli import schemas
 from server.cli.context import cli_context
-from server.cli.output import JSON, emit, fail, reported_errors
-from server.payments.ledger import payments_page
-from server.payments.repository import PaymentFilter
-from server.tenancy.service import find_org, get_agent
+from server.cli.output import JSON, command_group, emit, fail, reported_errors
 from server.vocabulary import IntentStatus
 
-app = typer.Typer(help="Payments: list them, or export them for accounting.", no_args_is_help=True)
+app = command_group(
+    "Payments: list them, or export them for accounting.",
+    example="paywarden admin payments export --org acme --format csv --since 2026-11-01",
+)
 
 PAGE = 500
 STATUSES = ", ".join(str(status) for status in IntentStatus)
@@ -53,15 +53,23 @@ def _rows(
     org: str, agent: str | None, status: str | None, since: str | None, until: str | None, limit: int | None
 ) -> tuple[str, list[dict[str, Any]]]:
     """The organisation's id and its payments (newest first, every page, or the first `limit`)."""
+    from server.payments.ledger import payments_page
+    from server.payments.repository import PaymentFilter
+    from server.tenancy.service import find_agent, find_org
+
     ctx = cli_context()
     ctx.ready()
     with ctx.db.read() as session:
         organisation = find_org(session, ctx.principal, org)
-        if agent is not None and get_agent(session, ctx.principal, agent).org_id != organisation.id:
-            fail(f"agent {agent} is not in organisation {organisation.name}")
+        agent_id = None
+        if agent is not None:
+            named = find_agent(session, ctx.principal, agent)
+            if named.org_id != organisation.id:
+                fail(f"agent {agent} is not in organisation {organisation.name}")
+            agent_id = named.id
         only = PaymentFilter(
             org_id=organisation.id,
-            agent_id=agent,
+            agent_id=agent_id,
             status=_status(status),
             since=_instant(since, "--since"),
             until=_instant(until, "--until"),

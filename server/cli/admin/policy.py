@@ -6,16 +6,17 @@ import typer
 
 from server.cli import schemas
 from server.cli.context import cli_context
-from server.cli.output import JSON, emit, reported_errors
-from server.policy.service import PolicySettings, update_policy
-from server.tenancy.service import get_agent
+from server.cli.output import JSON, command_group, emit, reported_errors
 
-app = typer.Typer(help="Agents' spending policies.", no_args_is_help=True)
+app = command_group(
+    "Agents' spending policies.",
+    example="paywarden admin policy set researcher --allow-host api.example.com --daily-cap 5",
+)
 
 
 @app.command("set")
 def policy_set(
-    agent: str = typer.Argument(..., help="Agent id."),
+    agent: str = typer.Argument(..., help="Agent id or name."),
     allow_host: list[str] = typer.Option(None, "--allow-host", help="Replace the allowed hosts (repeat)."),
     clear_allow_hosts: bool = typer.Option(False, "--clear-allow-hosts", help="Allow no host at all."),
     deny_host: list[str] = typer.Option(None, "--deny-host", help="Replace the denied hosts (repeat)."),
@@ -38,6 +39,9 @@ def policy_set(
 ) -> None:
     """Change an agent's policy. Options you leave out keep their current value; list options
     replace the whole list. Every change is a new version."""
+    from server.policy.service import PolicySettings, update_policy
+    from server.tenancy.service import find_agent
+
     settings = PolicySettings(
         allow_hosts=tuple(allow_host or ()),
         clear_allow_hosts=clear_allow_hosts,
@@ -60,7 +64,7 @@ def policy_set(
         ctx = cli_context()
         ctx.ready()
         with ctx.db.write() as session:
-            target = get_agent(session, ctx.principal, agent)
+            target = find_agent(session, ctx.principal, agent)
             policy = update_policy(
                 session, agent=target, settings=settings, actor=ctx.actor, now=ctx.clock.now()
             )

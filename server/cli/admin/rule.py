@@ -9,28 +9,33 @@ import typer
 
 from server.cli import schemas
 from server.cli.context import cli_context
-from server.cli.output import JSON, emit, reported_errors
-from server.policy.model import usd_setting
-from server.policy.rulebook import add_rule, change_rule, parse_scope, remove_rule, rules_of_org
-from server.policy.rules import KINDS, SCOPES
-from server.policy.windows import WINDOWS
-from server.tenancy.service import find_org, rule_target
+from server.cli.output import JSON, command_group, emit, reported_errors
+from server.vocabulary import RuleKind, RuleScope, RuleWindow
 
-app = typer.Typer(help="Spending rules beyond an agent's own policy.", no_args_is_help=True)
+app = command_group(
+    "Spending rules beyond an agent's own policy.",
+    example="paywarden admin rule add --scope org --id acme --kind limit --limit-usd 100 --window month",
+)
 
 
 @app.command("add")
 def rule_add(
-    scope: str = typer.Option(..., "--scope", help=" | ".join(SCOPES)),
+    scope: str = typer.Option(..., "--scope", help=" | ".join(RuleScope)),
     scope_id: str = typer.Option(..., "--id", help="The agent, team, member or organisation it is for."),
-    kind: str = typer.Option(..., "--kind", help=" | ".join(KINDS)),
+    kind: str = typer.Option(..., "--kind", help=" | ".join(RuleKind)),
     host: str | None = typer.Option(None, "--host", help="Only payments to this host (or *.domain)."),
     path_prefix: str | None = typer.Option(None, "--path-prefix", help="Only paths starting with this."),
     limit_usd: str | None = typer.Option(None, "--limit-usd", help="For a limit: USD per window."),
-    window: str | None = typer.Option(None, "--window", help=" | ".join(WINDOWS) + " (limits; default day)"),
+    window: str | None = typer.Option(
+        None, "--window", help=" | ".join(RuleWindow) + " (limits; default day)"
+    ),
     as_json: bool = JSON,
 ) -> None:
     """Add a rule. A payment must pass every rule of its agent, team, member and organisation."""
+    from server.policy.model import usd_setting
+    from server.policy.rulebook import add_rule, parse_scope
+    from server.tenancy.service import rule_target
+
     with reported_errors():
         ctx = cli_context()
         ctx.ready()
@@ -57,6 +62,9 @@ def rule_set(
     as_json: bool = JSON,
 ) -> None:
     """Change a limit rule's limit (a new version of the rule)."""
+    from server.policy.model import usd_setting
+    from server.policy.rulebook import change_rule
+
     with reported_errors():
         ctx = cli_context()
         ctx.ready()
@@ -74,6 +82,8 @@ def rule_set(
 @app.command("remove")
 def rule_remove(rule_id: str = typer.Argument(..., help="Rule id."), as_json: bool = JSON) -> None:
     """Remove a rule (a final version that is no longer in force)."""
+    from server.policy.rulebook import remove_rule
+
     with reported_errors():
         ctx = cli_context()
         ctx.ready()
@@ -87,6 +97,9 @@ def rule_list(
     org: str = typer.Option(..., "--org", help="Organisation id or name."), as_json: bool = JSON
 ) -> None:
     """The rules in force in an organisation."""
+    from server.policy.rulebook import rules_of_org
+    from server.tenancy.service import find_org
+
     with reported_errors():
         ctx = cli_context()
         ctx.ready()

@@ -6,10 +6,12 @@ import typer
 
 from server.cli import schemas
 from server.cli.context import cli_context
-from server.cli.output import JSON, emit, reported_errors
-from server.tenancy.service import create_team, find_org
+from server.cli.output import JSON, command_group, emit, reported_errors
 
-app = typer.Typer(help="Teams: groups of agents that team rules apply to together.", no_args_is_help=True)
+app = command_group(
+    "Teams: groups of agents that team rules apply to together.",
+    example="paywarden admin team create research --org acme",
+)
 
 
 @app.command("create")
@@ -19,6 +21,8 @@ def team_create(
     as_json: bool = JSON,
 ) -> None:
     """Create a team. Put agents in it with `admin agent create --team`."""
+    from server.tenancy.service import create_team, find_org
+
     with reported_errors():
         ctx = cli_context()
         ctx.ready()

@@ -5,18 +5,22 @@ from __future__ import annotations
 import typer
 
 from auth.scopes import Scope, ScopeError, parse_scopes
-from auth.tokens import DEFAULT_TTL_SECONDS, issue_access_token, revoke_token
 from server.cli import schemas
 from server.cli.context import cli_context
-from server.cli.output import JSON, emit, fail, reported_errors
-from server.tenancy.service import find_org, get_agent
+from server.cli.output import JSON, command_group, emit, fail, reported_errors
 
-app = typer.Typer(help="Access tokens.", no_args_is_help=True)
+# auth.tokens.DEFAULT_TTL_SECONDS, written out so that `--help` loads no service (a test compares).
+DEFAULT_TTL_SECONDS = 30 * 24 * 3600
+
+app = command_group(
+    "Access tokens.",
+    example="paywarden admin token issue --agent researcher --scopes 'payments:read payments:write'",
+)
 
 
 @app.command("issue")
 def token_issue(
-    agent: str | None = typer.Option(None, "--agent", help="Agent id: an agent token for /mcp."),
+    agent: str | None = typer.Option(None, "--agent", help="Agent id or name: an agent token for /mcp."),
     scopes: str | None = typer.Option(
         None, "--scopes", help='Space-separated, e.g. "payments:read payments:write".'
     ),
@@ -26,6 +30,9 @@ def token_issue(
     as_json: bool = JSON,
 ) -> None:
     """Issue a token. It is shown once; only its hash is stored."""
+    from auth.tokens import issue_access_token
+    from server.tenancy.service import find_agent, find_org
+
     with reported_errors():
         if admin == (agent is not None):
             fail("give either --agent AGENT --scopes ... or --admin --org ORG")
@@ -40,7 +47,7 @@ def token_issue(
                     granted = parse_scopes(scopes, for_agent=True)
                 except ScopeError as exc:
                     fail(str(exc))
-                target = get_agent(session, ctx.principal, agent)
+                target = find_agent(session, ctx.principal, agent)
                 issued = issue_access_token(
                     session,
                     org_id=target.org_id,
@@ -73,6 +80,8 @@ def token_revoke(
     token_id: str = typer.Argument(..., help="Token id (tok_...)."), as_json: bool = JSON
 ) -> None:
     """Revoke a token at once."""
+    from auth.tokens import revoke_token
+
     with reported_errors():
         ctx = cli_context()
         ctx.ready()

@@ -8,16 +8,16 @@ import typer
 
 from server.cli import schemas
 from server.cli.context import cli_context
-from server.cli.output import JSON, emit, fail, reported_errors
-from server.tenancy.service import get_agent
-from server.wallets.service import import_local_key, parse_private_key
+from server.cli.output import JSON, command_group, emit, fail, reported_errors
 
-app = typer.Typer(help="Agents' wallets.", no_args_is_help=True)
+app = command_group(
+    "Agents' wallets.", example="paywarden admin wallet import researcher --from-env WALLET_KEY"
+)
 
 
 @app.command("import")
 def wallet_import(
-    agent: str = typer.Argument(..., help="Agent id."),
+    agent: str = typer.Argument(..., help="Agent id or name."),
     from_env: str = typer.Option(..., "--from-env", help="Name of the variable holding the private key."),
     as_json: bool = JSON,
 ) -> None:
@@ -25,6 +25,9 @@ def wallet_import(
 
     Remove the variable afterwards; the key is never printed or stored in clear.
     """
+    from server.tenancy.service import find_agent
+    from server.wallets.service import import_local_key, parse_private_key
+
     with reported_errors():
         ctx = cli_context(exempt=[from_env])
         ctx.ready()
@@ -33,7 +36,7 @@ def wallet_import(
             fail(f"the variable {from_env} is not set")
         key = parse_private_key(raw)
         with ctx.db.write() as session:
-            target = get_agent(session, ctx.principal, agent)
+            target = find_agent(session, ctx.principal, agent)
             wallet = import_local_key(
                 session,
                 master=ctx.master,
