@@ -163,7 +163,7 @@ def open_master_key(db: Database, settings: Settings, *, clock: Clock, may_creat
             raise MasterKeyMissing(
                 f"the master key file {path} does not exist: restore it, set PAYWARDEN_MASTER_KEY, "
                 "or run `paywarden migrate` for a new database"
-            )
+            ) from None
         if tables:
             with db.read() as session:
                 sealed = holds_sealed_secrets(session, with_check=with_check)

@@ -110,11 +110,16 @@ IdempotencyKey = Annotated[
         }
     ),
 ]
+# USD amounts are advertised as decimal strings: a string-or-number union is a schema some clients
+# cannot render or validate. A JSON number is still read (the arguments are checked by parse_usd).
+USD_PATTERN = r"^[0-9]{1,12}(\.[0-9]{1,6})?$"
+
 MaxAmountUsd = Annotated[
     Any,
     WithJsonSchema(
         {
-            "type": ["string", "number"],
+            "type": "string",
+            "pattern": USD_PATTERN,
             "description": 'Refuse to pay more than this many USD for this call, e.g. "0.05".',
         }
     ),

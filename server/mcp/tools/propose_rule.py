@@ -18,6 +18,7 @@ from sqlmodel import Session
 
 from auth.principal import Principal
 from auth.scopes import Scope
+from server.mcp.arguments import USD_PATTERN
 from server.mcp.content import ok_result
 from server.mcp.context import principal_for
 from server.mcp.errors import to_tool_error
@@ -46,7 +47,8 @@ LimitUsd = Annotated[
     Any,
     WithJsonSchema(
         {
-            "type": ["string", "number"],
+            "type": "string",
+            "pattern": USD_PATTERN,
             "description": 'For a limit: the most to spend in the window, e.g. "2".',
         }
     ),
