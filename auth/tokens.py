@@ -15,7 +15,7 @@ from sqlmodel import Session
 
 from auth.principal import Principal
 from auth.repository import TokenRepository
-from auth.scopes import Scope
+from auth.scopes import ADMIN_SCOPES, Scope
 from server.audit.service import record as audit
 from server.kit.errors import InputReason, InvalidInput, PaywardenError
 from server.kit.ids import new_id
@@ -67,7 +67,7 @@ def issue_access_token(
 ) -> IssuedToken:
     if not MIN_TTL_SECONDS <= ttl_seconds <= MAX_TTL_SECONDS:
         raise InvalidInput(InputReason.INVALID_TTL)
-    if agent_id is not None and Scope.ADMIN in scopes:
+    if agent_id is not None and scopes & ADMIN_SCOPES:
         raise InvalidInput(InputReason.ADMIN_SCOPE_NOT_GRANTABLE)
     secret = new_secret(ACCESS_PREFIX)
     row = AccessToken(

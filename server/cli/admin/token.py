@@ -13,6 +13,9 @@ from server.tenancy.service import find_org, get_agent
 
 app = typer.Typer(help="Access tokens.", no_args_is_help=True)
 
+# What `--access` grants an admin token: least privilege unless asked.
+ADMIN_ACCESS = {"read": Scope.ADMIN_READ, "write": Scope.ADMIN_WRITE}
+
 
 @app.command("issue")
 def token_issue(
@@ -22,6 +25,9 @@ def token_issue(
     ),
     admin: bool = typer.Option(False, "--admin", help="An admin token for /api/v1 instead."),
     org: str | None = typer.Option(None, "--org", help="Organisation, with --admin."),
+    access: str = typer.Option(
+        "read", "--access", help="With --admin: read (admin:read) or write (admin:write, which also reads)."
+    ),
     ttl: int = typer.Option(DEFAULT_TTL_SECONDS, "--ttl", help="Lifetime in seconds."),
     as_json: bool = JSON,
 ) -> None:
@@ -54,12 +60,14 @@ def token_issue(
             else:
                 if org is None:
                     fail("--org is required with --admin")
+                if access not in ADMIN_ACCESS:
+                    fail("--access must be read or write")
                 organisation = find_org(session, ctx.principal, org)
                 issued = issue_access_token(
                     session,
                     org_id=organisation.id,
                     agent_id=None,
-                    scopes=frozenset({Scope.ADMIN}),
+                    scopes=frozenset({ADMIN_ACCESS[access]}),
                     audience=ctx.settings.admin_api_audience,
                     ttl_seconds=ttl,
                     created_by=ctx.actor,

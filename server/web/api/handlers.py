@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Concatenate, ParamSpec, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from sqlmodel import Session
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse, Response
 from auth.principal import Principal
 from server.audit.service import ChainBreak, first_broken_link
 from server.payments import ledger
+from server.payments.decisions import set_agent_disabled
 from server.payments.repository import PaymentFilter
 from server.tenancy.service import AgentNotFound, agents, get_agent
 from server.vocabulary import IntentStatus
@@ -33,15 +34,17 @@ DEFAULT_PAGE = 50
 
 P = ParamSpec("P")
 T = TypeVar("T")
-Handler = Callable[[Request, Principal], Awaitable[BaseModel]]
+Handler = Callable[[Request, Principal], Awaitable[BaseModel | Response]]
+M = TypeVar("M", bound=BaseModel)
 
 
-def endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
-    """A route: the admin's principal first, the document as JSON, every error a problem."""
+def endpoint(handler: Handler, *, write: bool, status: int = 200) -> Callable[[Request], Awaitable[Response]]:
+    """A route: the admin's principal first (admin:write for a change), the document as JSON,
+    every error a problem."""
 
     async def answer(request: Request) -> Response:
         try:
-            principal = await admin_principal(request)
+            principal = await admin_principal(request, write=write)
             document = await handler(request, principal)
         except Problem as problem:
             return problem.response()
@@ -50,9 +53,22 @@ def endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
             return Problem(
                 500, "internal_error", "The server failed to answer; nothing was changed."
             ).response()
-        return JSONResponse(document.model_dump(mode="json"), headers=NO_STORE)
+        if isinstance(document, Response):
+            return document
+        return JSONResponse(document.model_dump(mode="json"), status_code=status, headers=NO_STORE)
 
     return answer
+
+
+async def body_of(request: Request, model: type[M]) -> M:
+    """The request's JSON body as `model`, or a 400 problem that says what is wrong."""
+    raw = await request.body()
+    try:
+        return model.model_validate_json(raw or b"{}")
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "body"
+        raise Problem(400, "invalid_body", f"The body is not valid at `{where}`: {first['msg']}.") from exc
 
 
 def _agents(session: Session, principal: Principal) -> AgentList:
@@ -78,6 +94,32 @@ async def list_agents(request: Request, principal: Principal) -> BaseModel:
 
 async def show_agent(request: Request, principal: Principal) -> BaseModel:
     return await _reading(request, _agent, principal, str(request.path_params["agent_id"]))
+
+
+async def _writing(
+    request: Request, fn: Callable[Concatenate[Session, P], T], *args: P.args, **kwargs: P.kwargs
+) -> T:
+    return await services_of(request).db.writing(fn, *args, **kwargs)
+
+
+def _switch_agent(
+    session: Session, principal: Principal, agent_id: str, *, disabled: bool, now: datetime
+) -> AgentDocument:
+    try:
+        agent = set_agent_disabled(session, principal, agent_id=agent_id, disabled=disabled, now=now)
+    except AgentNotFound as exc:
+        raise Problem.of(exc, 404) from exc
+    return AgentDocument.of(agent)
+
+
+async def disable_agent(request: Request, principal: Principal) -> BaseModel:
+    agent_id, now = str(request.path_params["agent_id"]), services_of(request).clock.now()
+    return await _writing(request, _switch_agent, principal, agent_id, disabled=True, now=now)
+
+
+async def enable_agent(request: Request, principal: Principal) -> BaseModel:
+    agent_id, now = str(request.path_params["agent_id"]), services_of(request).clock.now()
+    return await _writing(request, _switch_agent, principal, agent_id, disabled=False, now=now)
 
 
 def _instant(request: Request, name: str) -> datetime | None:

@@ -11,6 +11,7 @@ from server.web.api.schemas import AgentDocument, AgentList, AuditVerification, 
 
 PREFIX = "/api/v1"
 TIME = {"type": "string", "format": "date-time"}
+AGENT_ID = Parameter("agent_id", "path", {"type": "string"}, "The agent's id.")
 
 OPERATIONS = (
     Operation("/agents", "listAgents", "The organisation's agents, oldest first.", AgentList),
@@ -19,8 +20,27 @@ OPERATIONS = (
         "getAgent",
         "One agent of the organisation.",
         AgentDocument,
-        (Parameter("agent_id", "path", {"type": "string"}, "The agent's id."),),
+        (AGENT_ID,),
         not_found=True,
+    ),
+    Operation(
+        "/agents/{agent_id}/disable",
+        "disableAgent",
+        "Disable an agent now: its tokens and connections are refused on their next call, its "
+        "pending approvals are denied and nothing it started can sign.",
+        AgentDocument,
+        (AGENT_ID,),
+        not_found=True,
+        method="post",
+    ),
+    Operation(
+        "/agents/{agent_id}/enable",
+        "enableAgent",
+        "Enable a disabled agent again.",
+        AgentDocument,
+        (AGENT_ID,),
+        not_found=True,
+        method="post",
     ),
     Operation(
         "/payments",
@@ -63,6 +83,8 @@ OPERATIONS = (
 _HANDLERS = {
     "listAgents": handlers.list_agents,
     "getAgent": handlers.show_agent,
+    "disableAgent": handlers.disable_agent,
+    "enableAgent": handlers.enable_agent,
     "listPayments": handlers.list_payments,
     "verifyAudit": handlers.verify_audit,
 }
@@ -71,7 +93,11 @@ _HANDLERS = {
 def routes() -> list[BaseRoute]:
     found: list[BaseRoute] = [
         Route(
-            f"{PREFIX}{operation.path}", handlers.endpoint(_HANDLERS[operation.operation_id]), methods=["GET"]
+            f"{PREFIX}{operation.path}",
+            handlers.endpoint(
+                _HANDLERS[operation.operation_id], write=operation.writes, status=operation.status
+            ),
+            methods=[operation.method.upper()],
         )
         for operation in OPERATIONS
     ]
