@@ -92,6 +92,21 @@ class TokenRepository(TenantRepository[AccessToken]):
         values = dict(zip(_TOKEN_COLUMNS, row[:-1], strict=True))
         return TokenCheck(**values, agent_enabled=bool(row[-1]))
 
+    def live_of_org(
+        self, reader: Reader, *, org_id: str, now: datetime, agent_id: str | None = None
+    ) -> Sequence[AccessToken]:
+        """The organisation's access tokens that still work at `now` (not revoked, not expired),
+        newest first; only one agent's with `agent_id`."""
+        statement = self.readable(reader).where(
+            AccessToken.org_id == org_id,
+            AccessToken.kind == TokenKind.ACCESS,
+            col(AccessToken.revoked_at).is_(None),
+            col(AccessToken.expires_at) > now,
+        )
+        if agent_id is not None:
+            statement = statement.where(AccessToken.agent_id == agent_id)
+        return self._all(statement.order_by(col(AccessToken.created_at).desc(), col(AccessToken.id).desc()))
+
     def agent_enabled(self, *, org_id: str, agent_id: str) -> bool:
         """Whether the agent exists in the organisation and is not disabled."""
         agent = self.session.get(Agent, agent_id)

@@ -120,5 +120,13 @@ def revoke_token(session: Session, principal: Principal, *, token_id: str, now: 
     return row
 
 
+def live_tokens(
+    session: Session, principal: Principal, *, org_id: str, now: datetime, agent_id: str | None = None
+) -> list[AccessToken]:
+    """The organisation's access tokens that still work, newest first (only an agent's with
+    `agent_id`); the caller shows their ids and scopes, never a secret (only hashes are kept)."""
+    return list(TokenRepository(session).live_of_org(principal, org_id=org_id, now=now, agent_id=agent_id))
+
+
 def find_by_secret(session: Session, secret: str) -> AccessToken | None:
     return TokenRepository(session).by_hash(hash_secret(secret))
