@@ -120,12 +120,25 @@ def revoke_token(session: Session, principal: Principal, *, token_id: str, now: 
     return row
 
 
+@dataclass(frozen=True)
+class LiveToken:
+    row: AccessToken
+    last_used_at: datetime | None  # known for tokens of a connection (OAuth), else None
+
+
 def live_tokens(
-    session: Session, principal: Principal, *, org_id: str, now: datetime, agent_id: str | None = None
-) -> list[AccessToken]:
-    """The organisation's access tokens that still work, newest first (only an agent's with
-    `agent_id`); the caller shows their ids and scopes, never a secret (only hashes are kept)."""
-    return list(TokenRepository(session).live_of_org(principal, org_id=org_id, now=now, agent_id=agent_id))
+    session: Session,
+    principal: Principal,
+    *,
+    org_id: str | None,
+    now: datetime,
+    agent_id: str | None = None,
+) -> list[LiveToken]:
+    """Access tokens that still work, newest first (of one organisation, or every one the
+    principal reads with `org_id` None; only an agent's with `agent_id`). The caller shows ids,
+    scopes and times, never a secret: only hashes are kept."""
+    found = TokenRepository(session).live_of_org(principal, org_id=org_id, now=now, agent_id=agent_id)
+    return [LiveToken(row, last_used) for row, last_used in found]
 
 
 def find_by_secret(session: Session, secret: str) -> AccessToken | None:

@@ -11,6 +11,7 @@ import typer
 from server.cli.admin import (
     agent,
     approvals,
+    audit,
     catalog,
     client,
     member,
@@ -25,7 +26,7 @@ from server.cli.admin import (
 
 app = typer.Typer(
     help="Administer organisations, teams, members, agents, policies, rules, approvals, the catalog, "
-    "wallets, tokens, OAuth clients and payments.",
+    "wallets, tokens, OAuth clients, payments and the audit log's events.",
     no_args_is_help=True,
 )
 app.add_typer(org.app, name="org")
@@ -40,3 +41,4 @@ app.add_typer(rule.app, name="rule")
 app.add_typer(approvals.app, name="approvals")
 app.add_typer(catalog.app, name="catalog")
 app.add_typer(payments.app, name="payments")
+app.add_typer(audit.app, name="audit")

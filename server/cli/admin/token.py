@@ -1,11 +1,14 @@
-"""`paywarden admin token ...`: issue agent and admin tokens, and revoke them."""
+"""`paywarden admin token ...`: issue agent and admin tokens, list those that still work, and
+revoke them."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import typer
 
 from auth.scopes import Scope, ScopeError, parse_scopes
-from auth.tokens import DEFAULT_TTL_SECONDS, issue_access_token, revoke_token
+from auth.tokens import DEFAULT_TTL_SECONDS, issue_access_token, live_tokens, revoke_token
 from server.cli import schemas
 from server.cli.context import cli_context
 from server.cli.output import JSON, emit, fail, reported_errors
@@ -87,3 +90,36 @@ def token_revoke(
         with ctx.db.write() as session:
             row = revoke_token(session, ctx.principal, token_id=token_id, now=ctx.clock.now())
         emit(schemas.token_revoked(row), as_json=as_json)
+
+
+@app.command("list")
+def token_list(
+    org: str | None = typer.Option(None, "--org", help="Organisation id or name (default: all)."),
+    agent: str | None = typer.Option(None, "--agent", help="Only this agent's tokens."),
+    as_json: bool = JSON,
+) -> None:
+    """Tokens that still work (not revoked, not expired), newest first: agent tokens and admin
+    tokens, with scopes, expiry and last use when known. Never a secret: only hashes are kept."""
+    with reported_errors():
+        ctx = cli_context()
+        ctx.ready()
+        with ctx.db.read() as session:
+            org_id = find_org(session, ctx.principal, org).id if org else None
+            if agent is not None:
+                target = get_agent(session, ctx.principal, agent)
+                if org_id is not None and target.org_id != org_id:
+                    fail(f"agent {agent} is not in organisation {org}")
+            found = live_tokens(session, ctx.principal, org_id=org_id, agent_id=agent, now=ctx.clock.now())
+            rows = [schemas.token_listed(live.row, last_used_at=live.last_used_at) for live in found]
+        emit({"tokens": rows}, as_json=as_json, human=_token_lines)
+
+
+def _token_lines(document: dict[str, Any]) -> str:
+    rows = document["tokens"]
+    if not rows:
+        return "No working tokens: issue one with `paywarden admin token issue`."
+    return "\n".join(
+        f"{row['tokenId']}  {row['kind']:<5}  {row['agentId'] or row['orgId']}  {' '.join(row['scopes'])}  "
+        f"expires {row['expiresAt']}" + (f"  last used {row['lastUsedAt']}" if row["lastUsedAt"] else "")
+        for row in rows
+    )

@@ -151,9 +151,10 @@ class TokenDocument(Document):
     createdBy: str
     createdAt: datetime
     expiresAt: datetime
+    lastUsedAt: datetime | None = Field(description="Known for a connection's tokens (OAuth).")
 
     @classmethod
-    def of(cls, row: AccessToken) -> TokenDocument:
+    def of(cls, row: AccessToken, *, last_used_at: datetime | None = None) -> TokenDocument:
         return cls(
             id=row.id,
             kind="agent" if row.agent_id is not None else "admin",
@@ -163,6 +164,7 @@ class TokenDocument(Document):
             createdBy=row.created_by,
             createdAt=row.created_at,
             expiresAt=row.expires_at,
+            lastUsedAt=last_used_at,
         )
 
 

@@ -22,7 +22,7 @@ from server.web.http import services_of
 def _tokens(session: Session, principal: Principal, agent_id: str, *, now: datetime) -> TokenList:
     agent = get_agent(session, principal, agent_id)
     rows = live_tokens(session, principal, org_id=agent.org_id, agent_id=agent.id, now=now)
-    return TokenList(tokens=[TokenDocument.of(row) for row in rows])
+    return TokenList(tokens=[TokenDocument.of(live.row, last_used_at=live.last_used_at) for live in rows])
 
 
 async def list_tokens(request: Request, principal: Principal) -> BaseModel:
@@ -60,9 +60,8 @@ def _revoke(
     session: Session, principal: Principal, agent_id: str, token_id: str, *, now: datetime
 ) -> TokenDocument:
     agent = get_agent(session, principal, agent_id)
-    if token_id not in {
-        row.id for row in live_tokens(session, principal, org_id=agent.org_id, agent_id=agent.id, now=now)
-    }:
+    live = live_tokens(session, principal, org_id=agent.org_id, agent_id=agent.id, now=now)
+    if token_id not in {token.row.id for token in live}:
         raise TokenNotFound()  # another agent's, an admin token, or one that already stopped working
     return TokenDocument.of(revoke_token(session, principal, token_id=token_id, now=now))
 
