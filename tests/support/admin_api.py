@@ -6,11 +6,14 @@ from typing import Any
 
 import httpx
 
+from auth.clients import admin_client_grant, create_admin_client
 from auth.scopes import Scope
 from auth.tokens import issue_access_token
 from server.kit.clock import SystemClock
 from server.kit.db import Database
+from server.tenancy.service import get_agent
 from tests.support.paywarden import RunningServer
+from tests.support.principals import OPERATOR
 
 PROBLEM = "application/problem+json"
 
@@ -54,3 +57,21 @@ def problem(answer: httpx.Response, status: int, code: str) -> dict[str, Any]:
     assert (body["status"], body["code"]) == (status, code)
     assert body["detail"]
     return dict(body)
+
+
+def make_connection(db: Database, server: RunningServer, agent_id: str, name: str = "robot") -> str:
+    """A live connection (an operator's client_credentials client and its grant); its grant id."""
+    with db.write() as session:
+        agent = get_agent(session, OPERATOR, agent_id)
+        created = create_admin_client(
+            session,
+            agent=agent,
+            name=name,
+            scopes=frozenset({Scope.PAYMENTS_READ}),
+            resource=server.settings.mcp_url,
+            actor="test",
+            now=SystemClock().now(),
+        )
+        grant = admin_client_grant(session, created.row)
+        assert grant is not None
+        return grant.id

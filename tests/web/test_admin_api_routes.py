@@ -18,7 +18,7 @@ from auth.tokens import find_by_secret
 from server.kit.clock import SystemClock
 from server.kit.db import Database
 from server.vocabulary import Role
-from tests.support.admin_api import admin_token, call, problem
+from tests.support.admin_api import admin_token, call, make_connection, problem
 from tests.support.ledger import facts, reserve_now
 from tests.support.paywarden import RunningServer, serve
 from tests.support.tenants import make_agent, make_member, make_team
@@ -208,3 +208,42 @@ def test_audit_events_filter_and_page(server: RunningServer, db: Database) -> No
     problem(call(server, "get", "/audit/events", writer, cursor="nope"), 400, "invalid_cursor")
     problem(call(server, "get", "/audit/events", writer, kind="drop table"), 400, "invalid_input")
     problem(call(server, "get", "/audit/events", writer, agent=outsider.agent_id), 404, "agent_not_found")
+
+
+def test_connections_and_approvals(server: RunningServer, db: Database) -> None:
+    agent = make_agent(db, server.settings, allow_hosts=["api.example.com"], step_up="0.001", name="c")
+    grant_id = make_connection(db, server, agent.agent_id, name="nightly robot")
+    held = reserve_now(db, agent.agent_id, facts("held"), SystemClock().now())
+    assert held.approval is not None
+    reader = admin_token(db, server, agent.org_id, frozenset({Scope.ADMIN_READ}))
+    writer = admin_token(db, server, agent.org_id, frozenset({Scope.ADMIN_WRITE}))
+    document = _described(server)
+
+    listed = call(server, "get", "/connections", reader)
+    _matches(document, listed, "/connections", "get")
+    (connection,) = listed.json()["connections"]
+    assert (connection["id"], connection["clientName"], connection["agentId"]) == (
+        grant_id,
+        "nightly robot",
+        agent.agent_id,
+    )
+    problem(call(server, "delete", f"/connections/{grant_id}", reader), 403, "insufficient_scope")
+    revoked = call(server, "delete", f"/connections/{grant_id}", writer)
+    _matches(document, revoked, "/connections/{connection_id}", "delete")
+    assert revoked.json()["id"] == grant_id
+    assert call(server, "get", "/connections", reader).json() == {"connections": []}
+    problem(call(server, "delete", f"/connections/{grant_id}", writer), 404, "connection_not_found")
+    kinds = [e["kind"] for e in call(server, "get", "/audit/events", reader, kind="oauth.").json()["events"]]
+    assert kinds[0] == "oauth.grant_revoked"
+
+    approvals = call(server, "get", "/approvals", reader, status="pending")
+    _matches(document, approvals, "/approvals", "get")
+    (pending,) = approvals.json()["approvals"]
+    assert (pending["id"], pending["status"], pending["amountUsd"]) == (held.approval.id, "pending", "0.01")
+    assert pending["decideAt"].endswith(f"/approvals/{held.approval.id}")
+    one = call(server, "get", f"/approvals/{held.approval.id}", reader)
+    _matches(document, one, "/approvals/{approval_id}", "get")
+    assert one.json() == pending
+    assert call(server, "get", "/approvals", reader, status="denied").json() == {"approvals": []}
+    problem(call(server, "get", "/approvals/appr_missing", reader), 404, "approval_not_found")
+    problem(call(server, "get", "/approvals", reader, status="maybe"), 400, "invalid_input")

@@ -13,7 +13,7 @@ from server.kit.clock import SystemClock
 from server.kit.db import Database
 from server.vocabulary import Role
 from server.web.api.routes import OPERATIONS
-from tests.support.admin_api import admin_token, call
+from tests.support.admin_api import admin_token, call, make_connection
 from tests.support.ledger import facts, reserve_now
 from tests.support.paywarden import RunningServer, serve
 from tests.support.tenants import make_agent, make_member, make_team
@@ -32,18 +32,39 @@ def server(db: Database) -> Iterator[RunningServer]:
 
 
 def test_another_organisations_token_sees_and_changes_nothing(server: RunningServer, db: Database) -> None:
-    mine = make_agent(db, server.settings, allow_hosts=["api.example.com"], name="secret-agent")
+    mine = make_agent(
+        db, server.settings, allow_hosts=["api.example.com"], step_up="0.001", name="secret-agent"
+    )
     member = make_member(db, mine.org_id, role=Role.OWNER, email="hidden-owner@example.com")
     make_team(db, mine.org_id, "hidden-team")
-    reserve_now(db, mine.agent_id, facts("hidden", host="api.example.com"), SystemClock().now())
+    held = reserve_now(db, mine.agent_id, facts("hidden", host="api.example.com"), SystemClock().now())
+    assert held.approval is not None
+    grant_id = make_connection(db, server, mine.agent_id, name="hidden-robot")
     mine_writer = admin_token(db, server, mine.org_id, frozenset({Scope.ADMIN_WRITE}))
     token_id = call(server, "get", f"/agents/{mine.agent_id}/tokens", mine_writer).json()["tokens"][0]["id"]
     theirs = make_agent(db, server.settings, allow_hosts=["api.example.com"], name="their-agent")
     intruder = admin_token(db, server, theirs.org_id, frozenset({Scope.ADMIN_WRITE}))
     before = {path: call(server, "get", path, mine_writer).json() for path in _state_paths(mine.agent_id)}
 
-    ids = {"agent_id": mine.agent_id, "member_id": member, "token_id": token_id}
-    secrets = [mine.agent_id, member, token_id, "secret-agent", "hidden-owner", "hidden-team", mine.org_id]
+    ids = {
+        "agent_id": mine.agent_id,
+        "member_id": member,
+        "token_id": token_id,
+        "connection_id": grant_id,
+        "approval_id": held.approval.id,
+    }
+    secrets = [
+        mine.agent_id,
+        member,
+        token_id,
+        grant_id,
+        held.approval.id,
+        "secret-agent",
+        "hidden-owner",
+        "hidden-team",
+        "hidden-robot",
+        mine.org_id,
+    ]
     for operation in OPERATIONS:
         path = operation.path
         for parameter in operation.parameters:

@@ -5,15 +5,19 @@ from __future__ import annotations
 
 from starlette.routing import BaseRoute, Route
 
-from server.vocabulary import IntentStatus
-from server.web.api import handlers, openapi, people, records, tokens
+from server.vocabulary import ApprovalStatus, IntentStatus
+from server.web.api import handlers, openapi, oversight, people, records, tokens
 from server.web.api.openapi import Operation, Parameter
 from server.web.api.parts import DEFAULT_PAGE, MAX_PAGE, Handler, endpoint
 from server.web.api.schemas import (
     AgentDocument,
     AgentList,
+    ApprovalDocument,
+    ApprovalList,
     AuditEventPage,
     AuditVerification,
+    ConnectionDocument,
+    ConnectionList,
     MemberDocument,
     MemberList,
     PaymentExport,
@@ -31,6 +35,8 @@ PREFIX = "/api/v1"
 TIME = {"type": "string", "format": "date-time"}
 AGENT_ID = Parameter("agent_id", "path", {"type": "string"}, "The agent's id.")
 MEMBER_ID = Parameter("member_id", "path", {"type": "string"}, "The member's id (or email).")
+CONNECTION_ID = Parameter("connection_id", "path", {"type": "string"}, "The connection's (grant's) id.")
+APPROVAL_ID = Parameter("approval_id", "path", {"type": "string"}, "The approval's id.")
 TOKEN_ID = Parameter("token_id", "path", {"type": "string"}, "The token's id (tok_...).")
 CURSOR = Parameter("cursor", "query", {"type": "string"}, "The `nextCursor` of the page before.")
 LIMIT = Parameter(
@@ -181,6 +187,56 @@ _TABLE: tuple[tuple[Operation, Handler], ...] = (
     (
         Operation("/teams", "listTeams", "The organisation's teams, oldest first.", TeamList),
         people.list_teams,
+    ),
+    (
+        Operation(
+            "/connections",
+            "listConnections",
+            "The organisation's live connections (OAuth grants), most recently used first.",
+            ConnectionList,
+        ),
+        oversight.list_connections,
+    ),
+    (
+        Operation(
+            "/connections/{connection_id}",
+            "revokeConnection",
+            "Revoke a connection and every token it led to, at once; answers what was revoked.",
+            ConnectionDocument,
+            (CONNECTION_ID,),
+            not_found=True,
+            method="delete",
+        ),
+        oversight.revoke_connection,
+    ),
+    (
+        Operation(
+            "/approvals",
+            "listApprovals",
+            "The organisation's approvals, newest first (deciding is on the passkey page).",
+            ApprovalList,
+            (
+                Parameter(
+                    "status",
+                    "query",
+                    {"type": "string", "enum": [str(s) for s in ApprovalStatus]},
+                    "Only this stored status.",
+                ),
+                LIMIT,
+            ),
+        ),
+        oversight.list_approvals,
+    ),
+    (
+        Operation(
+            "/approvals/{approval_id}",
+            "getApproval",
+            "One approval, with the passkey page where a member decides it.",
+            ApprovalDocument,
+            (APPROVAL_ID,),
+            not_found=True,
+        ),
+        oversight.show_approval,
     ),
     (
         Operation(

@@ -242,6 +242,46 @@ class AuditEventPage(Document):
     nextCursor: str | None = Field(description="Pass as `cursor` for the next page; null on the last.")
 
 
+class ConnectionDocument(Document):
+    id: str = Field(description="The grant's id: revoke it with DELETE /connections/{id}.")
+    clientName: str
+    clientId: str
+    how: str = Field(description="How the client came to be known, in words.")
+    agentId: str
+    agentName: str
+    scopes: list[str]
+    grantedBy: str | None = Field(description="The member who consented, if one did.")
+    createdAt: datetime
+    lastUsedAt: datetime | None
+
+
+class ConnectionList(Document):
+    connections: list[ConnectionDocument]
+
+
+class ApprovalDocument(Document):
+    id: str
+    status: str = Field(description="As of now: a pending approval past its time is `expired`.")
+    agentId: str
+    intentId: str
+    amountUsd: str
+    host: str
+    resource: str
+    payTo: str
+    network: str
+    reason: str
+    holdReasons: list[str]
+    createdAt: datetime
+    expiresAt: datetime
+    decidedAt: datetime | None
+    decidedBy: str | None = Field(description="The member who decided, with a passkey.")
+    decideAt: str = Field(description="The passkey page where a member decides it.")
+
+
+class ApprovalList(Document):
+    approvals: list[ApprovalDocument]
+
+
 class ProblemDocument(Document):
     type: str = Field(description="urn:paywarden:problem:<code>")
     title: str
