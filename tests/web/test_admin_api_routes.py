@@ -247,3 +247,56 @@ def test_connections_and_approvals(server: RunningServer, db: Database) -> None:
     assert call(server, "get", "/approvals", reader, status="denied").json() == {"approvals": []}
     problem(call(server, "get", "/approvals/appr_missing", reader), 404, "approval_not_found")
     problem(call(server, "get", "/approvals", reader, status="maybe"), 400, "invalid_input")
+
+
+def test_a_policy_narrows_through_the_api_and_widening_waits_for_sudo(
+    server: RunningServer, db: Database
+) -> None:
+    hosts = ["api.example.com", "b.example.com"]
+    agent = make_agent(db, server.settings, allow_hosts=hosts, daily_cap="7.00", max_per_tx="1.00", name="n")
+    writer = admin_token(db, server, agent.org_id, frozenset({Scope.ADMIN_WRITE}))
+    reader = admin_token(db, server, agent.org_id, frozenset({Scope.ADMIN_READ}))
+    policy_path = f"/agents/{agent.agent_id}/policy"
+    document = _described(server)
+    start = call(server, "get", policy_path, writer).json()
+
+    problem(
+        call(server, "patch", policy_path, reader, body={"dailyCapUsd": "5.00"}), 403, "insufficient_scope"
+    )
+    lowered = call(server, "patch", policy_path, writer, body={"dailyCapUsd": "5.00", "maxUsdPerTx": "0.50"})
+    _matches(document, lowered, policy_path.replace(agent.agent_id, "{agent_id}"), "patch")
+    assert lowered.json()["policyVersion"] == start["policyVersion"] + 1
+    assert (lowered.json()["policy"]["dailyCapUsd"], lowered.json()["policy"]["maxUsdPerTx"]) == (
+        "5.00",
+        "0.50",
+    )
+    narrower = call(
+        server,
+        "patch",
+        policy_path,
+        writer,
+        body={"allowHosts": ["api.example.com"], "denyHosts": ["evil.example.com"]},
+    )
+    assert narrower.status_code == 200, narrower.text
+    assert narrower.json()["policy"]["allowHosts"] == ["api.example.com"]
+    assert narrower.json()["policy"]["denyHosts"] == ["evil.example.com"]
+    version = narrower.json()["policyVersion"]
+
+    # Widening: a higher cap, a host added, a denial removed. Refused until sudo mode exists.
+    for widening, field in (
+        ({"dailyCapUsd": "6.00"}, "dailyCapUsd"),
+        ({"maxUsdPerTx": "0.60"}, "maxUsdPerTx"),
+        ({"allowHosts": ["api.example.com", "new.example.com"]}, "allowHosts"),
+        ({"denyHosts": ["other.example.com"]}, "denyHosts"),
+    ):
+        refused = problem(call(server, "patch", policy_path, writer, body=widening), 403, "sudo_required")
+        assert field in refused["detail"]
+    assert call(server, "get", policy_path, writer).json()["policyVersion"] == version
+    bad = problem(
+        call(server, "patch", policy_path, writer, body={"dailyCapUsd": "lots"}), 400, "invalid_policy"
+    )
+    assert "daily-cap" in bad["detail"]
+    kinds = [
+        e["kind"] for e in call(server, "get", "/audit/events", reader, agent=agent.agent_id).json()["events"]
+    ]
+    assert kinds.count("policy.changed") >= 2

@@ -20,6 +20,7 @@ from tests.support.tenants import make_agent, make_member, make_team
 
 # A valid body for each body model, so a refusal is about the organisation, not the body.
 BODIES = {
+    "PolicyNarrowing": {"dailyCapUsd": "0.50"},
     "RoleChange": {"role": "viewer"},
     "TokenIssue": {"scopes": ["payments:read"]},
 }

@@ -32,12 +32,16 @@ M = TypeVar("M", bound=BaseModel)
 
 # Services raise their own errors; the API answers each with the status its code means.
 CONFLICTS = frozenset({"last_owner"})
+FORBIDDEN = frozenset({"sudo_required"})
 
 
 def status_of(error: PaywardenError) -> int:
-    """404 for what is not in the organisation, 409 for a change the state refuses, else 400."""
+    """404 for what is not in the organisation, 403 for a change this token may not make alone,
+    409 for a change the state refuses, else 400."""
     if error.code.endswith("_not_found"):
         return 404
+    if error.code in FORBIDDEN:
+        return 403
     return 409 if error.code in CONFLICTS else 400
 
 
@@ -52,7 +56,9 @@ def endpoint(handler: Handler, *, write: bool, status: int = 200) -> Callable[[R
         except Problem as problem:
             return problem.response()
         except PaywardenError as error:
-            return Problem.of(error, status_of(error)).response()
+            reason = error.extra.get("reason")
+            detail = f"{error.describe()} Reason: {reason}." if isinstance(reason, str) else error.describe()
+            return Problem(status_of(error), error.code, detail).response()
         except Exception:
             log.exception("admin API %s %s failed", request.method, request.url.path)
             return Problem(

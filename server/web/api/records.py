@@ -17,9 +17,10 @@ from auth.principal import Principal
 from server.audit.service import events_page
 from server.payments import ledger
 from server.payments.repository import PaymentFilter
+from server.policy.service import PolicySettings, narrow_policy
 from server.tenancy.service import agent_with_policy, get_agent
 from server.web.api.handlers import payment_filter
-from server.web.api.parts import instant, page_size, path, reading
+from server.web.api.parts import body_of, instant, now_of, page_size, path, reading, writing
 from server.web.api.problems import Problem
 from server.web.api.schemas import (
     AuditEventDocument,
@@ -27,6 +28,7 @@ from server.web.api.schemas import (
     ExportRow,
     PaymentExport,
     PolicyDocument,
+    PolicyNarrowing,
 )
 from server.web.http import NO_STORE
 
@@ -41,6 +43,28 @@ def _policy(session: Session, principal: Principal, agent_id: str) -> PolicyDocu
 
 async def show_policy(request: Request, principal: Principal) -> BaseModel:
     return await reading(request, _policy, principal, path(request, "agent_id"))
+
+
+def _narrow(
+    session: Session, principal: Principal, agent_id: str, asked: PolicyNarrowing, *, now: datetime
+) -> PolicyDocument:
+    agent = get_agent(session, principal, agent_id)
+    clear = asked.allowHosts == []  # an empty list allows no host at all
+    allow: tuple[str, ...] = tuple(asked.allowHosts or ())
+    settings = PolicySettings(
+        max_usd_per_tx=asked.maxUsdPerTx,
+        daily_cap_usd=asked.dailyCapUsd,
+        allow_hosts=allow,
+        clear_allow_hosts=clear,
+        deny_hosts=tuple(asked.denyHosts or ()),
+    )
+    policy = narrow_policy(session, agent=agent, settings=settings, actor=principal.actor, now=now)
+    return PolicyDocument(agentId=agent.id, policyVersion=policy.version, policy=policy.to_document())
+
+
+async def change_policy(request: Request, principal: Principal) -> BaseModel:
+    asked = await body_of(request, PolicyNarrowing)
+    return await writing(request, _narrow, principal, path(request, "agent_id"), asked, now=now_of(request))
 
 
 def _export(session: Session, principal: Principal, only: PaymentFilter) -> PaymentExport:

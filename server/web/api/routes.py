@@ -23,6 +23,7 @@ from server.web.api.schemas import (
     PaymentExport,
     PaymentPage,
     PolicyDocument,
+    PolicyNarrowing,
     RoleChange,
     TeamList,
     TokenDocument,
@@ -104,6 +105,20 @@ _TABLE: tuple[tuple[Operation, Handler], ...] = (
             not_found=True,
         ),
         records.show_policy,
+    ),
+    (
+        Operation(
+            "/agents/{agent_id}/policy",
+            "narrowAgentPolicy",
+            "Narrow the agent's policy (a new version): lower caps, fewer allowed hosts, more denied "
+            "ones. A change that widens answers 403 sudo_required.",
+            PolicyDocument,
+            (AGENT_ID,),
+            not_found=True,
+            method="patch",
+            body=PolicyNarrowing,
+        ),
+        records.change_policy,
     ),
     (
         Operation(

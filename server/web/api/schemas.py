@@ -142,6 +142,15 @@ class PolicyDocument(Document):
     )
 
 
+class PolicyNarrowing(Document):
+    """Settings to narrow; each left out stays as it is. A list replaces the whole list."""
+
+    maxUsdPerTx: str | None = Field(default=None, description="USD, no higher than now.", max_length=20)
+    dailyCapUsd: str | None = Field(default=None, description="USD, no higher than now.", max_length=20)
+    allowHosts: list[str] | None = Field(default=None, description="Only hosts allowed now.")
+    denyHosts: list[str] | None = Field(default=None, description="Every host denied now, and more.")
+
+
 class TokenDocument(Document):
     id: str
     kind: Literal["agent", "admin"]
