@@ -8,7 +8,11 @@ from collections.abc import Iterator
 import pytest
 
 from auth.scopes import AGENT_SCOPES, Scope, ScopeError, admin_allows, parse_scopes
+from auth.tokens import TokenNotFound
 from server.kit.db import Database
+from server.policy.service import InvalidPolicy, PolicyNotFound, SudoRequired
+from server.tenancy.service import AgentNotFound, LastOwner
+from server.web.api.parts import status_of
 from server.web.api.routes import OPERATIONS
 from tests.support.admin_api import admin_token, call, problem
 from tests.support.paywarden import RunningServer, serve
@@ -74,3 +78,12 @@ def test_an_agent_token_is_refused_on_every_route(server: RunningServer, db: Dat
         ).json()["disabled"]
         is False
     )
+
+
+def test_each_service_error_answers_the_status_its_code_means() -> None:
+    assert status_of(AgentNotFound()) == 404
+    assert status_of(TokenNotFound()) == 404
+    assert status_of(SudoRequired(widens=("dailyCapUsd",))) == 403
+    assert status_of(LastOwner()) == 409
+    assert status_of(InvalidPolicy(reason="daily-cap: not a number")) == 400
+    assert status_of(PolicyNotFound()) == 503  # the server's side: retrying may help

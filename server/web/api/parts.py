@@ -33,11 +33,14 @@ M = TypeVar("M", bound=BaseModel)
 # Services raise their own errors; the API answers each with the status its code means.
 CONFLICTS = frozenset({"last_owner"})
 FORBIDDEN = frozenset({"sudo_required"})
+SERVER_SIDE = {"internal_error": 500, "control_plane_unavailable": 503}  # nothing the caller did
 
 
 def status_of(error: PaywardenError) -> int:
-    """404 for what is not in the organisation, 403 for a change this token may not make alone,
-    409 for a change the state refuses, else 400."""
+    """5xx for what failed on the server's side, 404 for what is not in the organisation, 403 for
+    a change this token may not make alone, 409 for a change the state refuses, else 400."""
+    if error.code in SERVER_SIDE:
+        return SERVER_SIDE[error.code]
     if error.code.endswith("_not_found"):
         return 404
     if error.code in FORBIDDEN:
