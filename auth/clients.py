@@ -32,7 +32,7 @@ from auth.errors import ClientNotFound
 from auth.principal import Principal
 from auth.redirects import acceptable_redirect_uri
 from auth.repository import ClientRepository, GrantRepository, TokenRepository
-from auth.scopes import AGENT_SCOPES, OFFLINE_ACCESS, Scope, scope_text
+from auth.scopes import ADMIN_SCOPES, AGENT_SCOPES, OFFLINE_ACCESS, Scope, scope_text
 from auth.tokens import CLIENT_SECRET_PREFIX, hash_secret, new_secret
 from server.audit.service import record as audit
 from server.kit.errors import InputReason, InvalidInput
@@ -133,7 +133,7 @@ def _scope(metadata: dict[str, Any]) -> str | None:
     if not isinstance(value, str):
         raise InvalidClientMetadataError("scope must be a string.")
     names = set(value.split())
-    if str(Scope.ADMIN) in names:
+    if names & {str(scope) for scope in ADMIN_SCOPES}:
         raise InvalidClientMetadataError("The admin scope is never granted to an application.")
     if not names <= REQUESTABLE_SCOPES:
         raise InvalidClientMetadataError(f"scope may hold only: {' '.join(sorted(REQUESTABLE_SCOPES))}.")
@@ -204,7 +204,7 @@ def create_admin_client(
     """A confidential client_credentials client that acts for `agent` with at most `scopes`."""
     if not scopes or not scopes <= AGENT_SCOPES:
         raise InvalidInput(
-            InputReason.ADMIN_SCOPE_NOT_GRANTABLE if Scope.ADMIN in scopes else InputReason.INVALID_SCOPE
+            InputReason.ADMIN_SCOPE_NOT_GRANTABLE if scopes & ADMIN_SCOPES else InputReason.INVALID_SCOPE
         )
     label = " ".join(name.split())
     if not 1 <= len(label) <= MAX_NAME or not label.isprintable():

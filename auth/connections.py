@@ -16,6 +16,7 @@ from sqlmodel import Session
 from auth.clients import client_name
 from auth.delegation import may_revoke
 from auth.errors import ConnectionNotFound, RevokeForbidden
+from auth.principal import Principal
 from auth.redirects import host_of
 from auth.repository import DelegableAgentRepository, GrantRepository, TokenRepository
 from auth.sessions import SignedIn
@@ -59,32 +60,54 @@ def connections(session: Session, signed_in: SignedIn) -> list[Connection]:
     ]
 
 
-def revoke_connection(session: Session, signed_in: SignedIn, *, grant_id: str, now: datetime) -> OAuthGrant:
+def connections_of_org(session: Session, principal: Principal) -> list[Connection]:
+    """Every live connection of the principal's organisation, as an admin token sees them: an
+    admin:write token may revoke each (`may_revoke` is true)."""
+    found = GrantRepository(session).live_of_org(principal)
+    return [Connection(grant, client, agent, True) for grant, client, agent in found]
+
+
+def _live_grant(session: Session, principal: Principal, grant_id: str) -> OAuthGrant:
     grants = GrantRepository(session)
-    grant = grants.get_readable(signed_in.principal, grant_id)
+    grant = grants.get_readable(principal, grant_id)
     if grant is not None:
         # Locked, so a refresh of this grant either finishes first (and its tokens are revoked
         # below) or waits and finds the grant revoked.
         grant = grants.lock(grant.org_id, grant.id)
     if grant is None or grant.revoked_at is not None:
         raise ConnectionNotFound()
-    agent = DelegableAgentRepository(session).get_readable(signed_in.principal, grant.agent_id)
-    if agent is None:
-        raise ConnectionNotFound()
-    if not may_revoke(signed_in.member, agent=agent, granted_by=grant.member_id):
-        raise RevokeForbidden()
+    return grant
+
+
+def _end(session: Session, principal: Principal, grant: OAuthGrant, *, now: datetime) -> OAuthGrant:
     grant.revoked_at = now
-    grant.revoked_by = signed_in.principal.actor
-    grants.add(grant)
+    grant.revoked_by = principal.actor
+    GrantRepository(session).add(grant)
     revoked = TokenRepository(session).revoke_of_grant(org_id=grant.org_id, grant_id=grant.id, now=now)
     audit(
         session,
         org_id=grant.org_id,
         type="oauth.grant_revoked",
-        actor=signed_in.principal.actor,
+        actor=principal.actor,
         agent_id=grant.agent_id,
         subject_id=grant.id,
         data={"client": grant.client_id, "tokensRevoked": revoked},
         now=now,
     )
     return grant
+
+
+def revoke_connection(session: Session, signed_in: SignedIn, *, grant_id: str, now: datetime) -> OAuthGrant:
+    grant = _live_grant(session, signed_in.principal, grant_id)
+    agent = DelegableAgentRepository(session).get_readable(signed_in.principal, grant.agent_id)
+    if agent is None:
+        raise ConnectionNotFound()
+    if not may_revoke(signed_in.member, agent=agent, granted_by=grant.member_id):
+        raise RevokeForbidden()
+    return _end(session, signed_in.principal, grant, now=now)
+
+
+def revoke_grant(session: Session, principal: Principal, *, grant_id: str, now: datetime) -> OAuthGrant:
+    """Revoke a connection of the principal's organisation (an admin token's), and every token it
+    led to, at once."""
+    return _end(session, principal, _live_grant(session, principal, grant_id), now=now)

@@ -107,6 +107,34 @@ class TokenRepository(TenantRepository[AccessToken]):
         )
         return self._first(statement.order_by(col(AccessToken.created_at).desc()))
 
+    def live_of_org(
+        self, reader: Reader, *, org_id: str | None, now: datetime, agent_id: str | None = None
+    ) -> list[tuple[AccessToken, datetime | None]]:
+        """Access tokens that still work at `now` (not revoked, not expired), newest first, each
+        with when its connection was last used (None when it has none or was never used): of one
+        organisation, or every one the reader may read with `org_id` None; one agent's with
+        `agent_id`."""
+        statement = self.readable(reader).where(
+            AccessToken.kind == TokenKind.ACCESS,
+            col(AccessToken.revoked_at).is_(None),
+            col(AccessToken.expires_at) > now,
+        )
+        if org_id is not None:
+            statement = statement.where(AccessToken.org_id == org_id)
+        if agent_id is not None:
+            statement = statement.where(AccessToken.agent_id == agent_id)
+        rows = self._all(statement.order_by(col(AccessToken.created_at).desc(), col(AccessToken.id).desc()))
+        grant_ids = {row.grant_id for row in rows if row.grant_id is not None}
+        used: dict[str, datetime | None] = {}
+        if grant_ids:
+            of_grants = select(col(OAuthGrant.id), col(OAuthGrant.last_used_at))
+            orgs = {row.org_id for row in rows}
+            found = self.session.execute(
+                of_grants.where(col(OAuthGrant.id).in_(grant_ids), col(OAuthGrant.org_id).in_(orgs))
+            )
+            used = {grant_id: last_used for grant_id, last_used in found.tuples()}
+        return [(row, used.get(row.grant_id) if row.grant_id else None) for row in rows]
+
     def agent_enabled(self, *, org_id: str, agent_id: str) -> bool:
         """Whether the agent exists in the organisation and is not disabled."""
         agent = self.session.get(Agent, agent_id)

@@ -12,12 +12,17 @@ class Scope(StrEnum):
     PAYMENTS_WRITE = "payments:write"  # fetch_paid
     CATALOG_READ = "catalog:read"  # search_paid_apis, diagnose_payment
     RULES_PROPOSE = "rules:propose"  # propose_rule
-    ADMIN = "admin"  # the admin API; never granted to an agent token
+    ADMIN_READ = "admin:read"  # the admin API's reads; never granted to an agent token
+    ADMIN_WRITE = "admin:write"  # the admin API's changes (and its reads)
+    ADMIN = "admin"  # the scope admin tokens had before the split: read as admin:write
 
 
 AGENT_SCOPES = frozenset({Scope.PAYMENTS_READ, Scope.PAYMENTS_WRITE, Scope.CATALOG_READ, Scope.RULES_PROPOSE})
 READ_SCOPES = frozenset({Scope.PAYMENTS_READ, Scope.CATALOG_READ})
 ALL_SCOPES = frozenset(Scope)
+# Scopes that open the admin API; none of them is ever granted to an agent token.
+ADMIN_SCOPES = frozenset({Scope.ADMIN_READ, Scope.ADMIN_WRITE, Scope.ADMIN})
+_WRITERS = frozenset({Scope.ADMIN_WRITE, Scope.ADMIN})
 
 # Understood in an authorization request (it asks for a refresh token) but never a permission:
 # every client that may refresh gets a refresh token anyway, so nothing demands it.
@@ -63,9 +68,16 @@ def parse_scopes(text: str, *, for_agent: bool) -> frozenset[Scope]:
         valid = AGENT_SCOPES if for_agent else ALL_SCOPES
         raise ScopeError(f"unknown scope(s): {' '.join(sorted(unknown))}; the scopes are {scope_text(valid)}")
     scopes = frozenset(Scope(name) for name in names)
-    if for_agent and Scope.ADMIN in scopes:
-        raise ScopeError("the admin scope is never granted to an agent token")
+    if for_agent and scopes & ADMIN_SCOPES:
+        raise ScopeError("the admin scopes are never granted to an agent token")
     return scopes
+
+
+def admin_allows(scopes: Iterable[Scope], *, write: bool) -> bool:
+    """Whether these scopes open an admin API route: a write needs admin:write (or the older
+    `admin`); a read needs any admin scope, since write implies read."""
+    held = frozenset(scopes)
+    return bool(held & (_WRITERS if write else ADMIN_SCOPES))
 
 
 def scope_text(scopes: Iterable[Scope | str]) -> str:

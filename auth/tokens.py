@@ -17,7 +17,7 @@ from sqlmodel import Session
 
 from auth.principal import Principal
 from auth.repository import TokenRepository
-from auth.scopes import Scope
+from auth.scopes import ADMIN_SCOPES, Scope
 from server.audit.service import record as audit
 from server.kit.errors import InputReason, InvalidInput, PaywardenError
 from server.kit.ids import new_id
@@ -72,7 +72,7 @@ def issue_access_token(
     again later by whoever can derive it (the demo's); every other secret is random, shown once."""
     if not MIN_TTL_SECONDS <= ttl_seconds <= MAX_TTL_SECONDS:
         raise InvalidInput(InputReason.INVALID_TTL)
-    if agent_id is not None and Scope.ADMIN in scopes:
+    if agent_id is not None and scopes & ADMIN_SCOPES:
         raise InvalidInput(InputReason.ADMIN_SCOPE_NOT_GRANTABLE)
     token_id = new_id("token")
     secret = new_secret(ACCESS_PREFIX) if derive_secret is None else derive_secret(token_id)
@@ -147,6 +147,27 @@ def revoke_token(session: Session, principal: Principal, *, token_id: str, now: 
             now=now,
         )
     return row
+
+
+@dataclass(frozen=True)
+class LiveToken:
+    row: AccessToken
+    last_used_at: datetime | None  # known for tokens of a connection (OAuth), else None
+
+
+def live_tokens(
+    session: Session,
+    principal: Principal,
+    *,
+    org_id: str | None,
+    now: datetime,
+    agent_id: str | None = None,
+) -> list[LiveToken]:
+    """Access tokens that still work, newest first (of one organisation, or every one the
+    principal reads with `org_id` None; only an agent's with `agent_id`). The caller shows ids,
+    scopes and times, never a secret: only hashes are kept."""
+    found = TokenRepository(session).live_of_org(principal, org_id=org_id, now=now, agent_id=agent_id)
+    return [LiveToken(row, last_used) for row, last_used in found]
 
 
 def find_by_secret(session: Session, secret: str) -> AccessToken | None:

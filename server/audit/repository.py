@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from datetime import datetime
 from typing import ClassVar
 
 from sqlalchemy import and_, func
 from sqlmodel import col, select
 
-from server.kit.repository import TenantRepository
+from server.kit.repository import Reader, TenantRepository
 from server.models import AuditEvent
 
 
@@ -26,6 +27,34 @@ class AuditRepository(TenantRepository[AuditEvent]):
         yield from self.session.exec(
             self._statement().where(AuditEvent.org_id == org_id).order_by(col(AuditEvent.seq))
         )
+
+    def page_of_org(
+        self,
+        reader: Reader,
+        *,
+        org_id: str,
+        kind: str | None,
+        agent_id: str | None,
+        since: datetime | None,
+        before_seq: int | None,
+        limit: int,
+    ) -> Sequence[AuditEvent]:
+        """The organisation's events, newest first: of one type (or a type's family, `agent.` for
+        every `agent.*`), one agent, from a time on, below a sequence number."""
+        statement = self.readable(reader).where(AuditEvent.org_id == org_id)
+        if kind is not None:
+            statement = (
+                statement.where(col(AuditEvent.type).startswith(kind, autoescape=True))
+                if kind.endswith(".")
+                else statement.where(AuditEvent.type == kind)
+            )
+        if agent_id is not None:
+            statement = statement.where(AuditEvent.agent_id == agent_id)
+        if since is not None:
+            statement = statement.where(col(AuditEvent.created_at) >= since)
+        if before_seq is not None:
+            statement = statement.where(col(AuditEvent.seq) < before_seq)
+        return self._all(statement.order_by(col(AuditEvent.seq).desc()).limit(limit))
 
     def heads(self) -> Sequence[AuditEvent]:
         """Every organisation's newest event (system read, across organisations)."""

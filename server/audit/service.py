@@ -27,6 +27,7 @@ from server.audit.hash_chain import ANCHOR_TYPE, GENESIS, anchor_data, event_bod
 from server.audit.repository import AuditRepository
 from server.kit.db import audit_key_of, lock_org
 from server.kit.ids import new_id
+from server.kit.repository import Reader
 from server.models import AuditEvent
 
 _FORBIDDEN_KEYS = {"token", "secret", "signature", "privatekey", "private_key", "key", "body", "password"}
@@ -200,6 +201,24 @@ def first_broken_link(session: Session, org_id: str, *, expected: Head | None = 
         if hash_at_expected != expected.hash:
             return ChainBreak(org_id, expected.seq, "head_mismatch")
     return None
+
+
+def events_page(
+    session: Session,
+    reader: Reader,
+    *,
+    org_id: str,
+    kind: str | None = None,
+    agent_id: str | None = None,
+    since: datetime | None = None,
+    before_seq: int | None = None,
+    limit: int,
+) -> list[AuditEvent]:
+    """A page of the organisation's audit events, newest first (see AuditRepository.page_of_org)."""
+    found = AuditRepository(session).page_of_org(
+        reader, org_id=org_id, kind=kind, agent_id=agent_id, since=since, before_seq=before_seq, limit=limit
+    )
+    return list(found)
 
 
 def hmac_equal(a: str, b: str) -> bool:

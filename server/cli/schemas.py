@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # the types only: `--help` must not load the services (see do
         AccessToken,
         Agent,
         Approval,
+        AuditEvent,
         CatalogEntry,
         CatalogOffer,
         Member,
@@ -117,6 +118,35 @@ def token_issued(issued: IssuedToken) -> Document:
         "token": issued.token,
         "expiresAt": isoformat(issued.expires_at),
         "scopes": [str(scope) for scope in issued.scopes],
+    }
+
+
+def token_listed(row: AccessToken, *, last_used_at: datetime | None) -> Document:
+    return {
+        "tokenId": row.id,
+        "kind": "agent" if row.agent_id is not None else "admin",
+        "orgId": row.org_id,
+        "agentId": row.agent_id,
+        "scopes": row.scopes.split(),
+        "label": row.label,
+        "createdBy": row.created_by,
+        "createdAt": isoformat(row.created_at),
+        "expiresAt": isoformat(row.expires_at),
+        "lastUsedAt": isoformat(last_used_at) if last_used_at else None,
+    }
+
+
+def audit_event(row: AuditEvent) -> Document:
+    return {
+        "seq": row.seq,
+        "eventId": row.id,
+        "orgId": row.org_id,
+        "kind": row.type,
+        "actor": row.actor,
+        "agentId": row.agent_id,
+        "subjectId": row.subject_id,
+        "data": row.data,
+        "createdAt": isoformat(row.created_at),
     }
 
 

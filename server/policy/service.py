@@ -53,6 +53,15 @@ class InvalidPolicy(PaywardenError):
     message = "The policy change was refused. See reason."
 
 
+class SudoRequired(PaywardenError):
+    code = "sudo_required"
+    message = "This change widens what the agent may pay, which needs a passkey confirmation."
+
+    def describe(self) -> str:
+        widened = ", ".join(self.extra.get("widens", ()))
+        return f"{self.message} It widens: {widened}. Make it from the dashboard or the command line."
+
+
 @dataclass(frozen=True)
 class PolicyChanges:
     """Fields to change; None (KEEP for the step-up threshold, which may be None) leaves a field
@@ -263,6 +272,38 @@ def update_policy(
         actor=actor,
         now=now,
     )
+
+
+def _widened(current: Policy, updated: Policy) -> list[str]:
+    """What `updated` lets the agent do that `current` did not, among the settings a narrowing
+    may change: a higher cap, an allowed host added, a denied host removed."""
+    widens = []
+    if updated.max_usd_per_tx > current.max_usd_per_tx:
+        widens.append("maxUsdPerTx")
+    if updated.daily_cap_usd > current.daily_cap_usd:
+        widens.append("dailyCapUsd")
+    if not set(updated.allow_hosts) <= set(current.allow_hosts):
+        widens.append("allowHosts")
+    if not set(updated.deny_hosts) >= set(current.deny_hosts):
+        widens.append("denyHosts")
+    return widens
+
+
+def narrow_policy(
+    session: Session, *, agent: Agent, settings: PolicySettings, actor: str, now: datetime
+) -> Policy:
+    """Like `update_policy` for caps and hosts, but only a change that narrows (lower caps, fewer
+    allowed hosts, more denied ones) is made; one that widens raises SudoRequired, judged against
+    the version in force under the organisation's lock."""
+
+    def narrowing(current: Policy) -> PolicyChanges:
+        changes = changes_from_settings(current, settings)
+        widens = _widened(current, apply_changes(current, changes))
+        if widens:
+            raise SudoRequired(widens=tuple(widens))
+        return changes
+
+    return _next_version(session, agent=agent, changes_to=narrowing, actor=actor, now=now)
 
 
 def _next_version(

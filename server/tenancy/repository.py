@@ -56,6 +56,11 @@ class OrganizationRepository(TenantRepository[Organization]):
 class TeamRepository(TenantRepository[Team]):
     model = Team
 
+    def of_org(self, reader: Reader, *, org_id: str) -> Sequence[Team]:
+        """The organisation's teams, oldest first."""
+        statement = self.readable(reader).where(Team.org_id == org_id)
+        return self._all(statement.order_by(col(Team.created_at), col(Team.id)))
+
     def by_id_or_name(self, reader: Reader, ref: str, *, org_id: str) -> Team | None:
         in_org = self.readable(reader).where(Team.org_id == org_id)
         return self._first(in_org.where(Team.id == ref)) or self._first(in_org.where(Team.name == ref))

@@ -146,6 +146,50 @@ def set_member_disabled(
     return True
 
 
+class LastOwner(PaywardenError):
+    code = "last_owner"
+    message = "This member is the organisation's last enabled owner: make another member owner first."
+
+
+def _other_owners(session: Session, principal: Principal, member: Member) -> bool:
+    everyone = MemberRepository(session).of_org(principal, org_id=member.org_id)
+    return any(
+        other.id != member.id and other.role == Role.OWNER and other.disabled_at is None for other in everyone
+    )
+
+
+def set_member_role(
+    session: Session, principal: Principal, *, member: Member, role: Role, now: datetime
+) -> bool:
+    """Give a member another role; False when it already was theirs. The last enabled owner keeps
+    the role, so the organisation always has someone who may change it."""
+    if member.role == role:
+        return False
+    if (
+        member.role == Role.OWNER
+        and member.disabled_at is None
+        and not _other_owners(session, principal, member)
+    ):
+        raise LastOwner()
+    before = member.role
+    member.role = role
+    MemberRepository(session).add(member, flush=False)
+    audit(
+        session,
+        org_id=member.org_id,
+        type="member.role_changed",
+        actor=principal.actor,
+        subject_id=member.id,
+        data={"memberId": member.id, "from": str(before), "to": str(role)},
+        now=now,
+    )
+    return True
+
+
+def teams(session: Session, principal: Principal, *, org_id: str) -> list[Team]:
+    return list(TeamRepository(session).of_org(principal, org_id=org_id))
+
+
 def disabled_now(session: Session, agent: Agent) -> bool:
     """Whether the agent is disabled as the database has it now: under the organisation's lock,
     the truth, whichever session `agent` was read in."""

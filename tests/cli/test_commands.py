@@ -97,8 +97,16 @@ def test_an_operator_sets_up_an_agent_end_to_end(tmp_path: Path, url: str) -> No
     assert token["scopes"] == ["payments:read"]
     revoked = cli(tmp_path, url, "admin", "token", "revoke", token["tokenId"], "--json").json()
     assert revoked["revokedAt"] is not None
+    # An admin token reads unless asked for more (least privilege); write also reads.
     admin = cli(tmp_path, url, "admin", "token", "issue", "--admin", "--org", "acme", "--json").json()
-    assert admin["scopes"] == ["admin"]
+    assert admin["scopes"] == ["admin:read"]
+    writer = cli(
+        tmp_path, url, "admin", "token", "issue", "--admin", "--org", "acme", "--access", "write", "--json"
+    ).json()
+    assert writer["scopes"] == ["admin:write"]
+    wrong = cli(tmp_path, url, "admin", "token", "issue", "--admin", "--org", "acme", "--access", "all")
+    assert wrong.code != 0
+    assert "--access must be read or write" in wrong.stderr
 
     assert cli(tmp_path, url, "audit", "verify", "--json").json()["intact"] is True
 

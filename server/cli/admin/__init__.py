@@ -9,6 +9,7 @@ from __future__ import annotations
 from server.cli.admin import (
     agent,
     approvals,
+    audit,
     catalog,
     client,
     member,
@@ -24,7 +25,7 @@ from server.cli.output import command_group
 
 app = command_group(
     "Administer organisations, teams, members, agents, policies, rules, approvals, the catalog, "
-    "wallets, tokens, OAuth clients and payments.",
+    "wallets, tokens, OAuth clients, payments and the audit log's events.",
     example="paywarden admin agent list --org acme",
 )
 app.add_typer(org.app, name="org")
@@ -39,3 +40,4 @@ app.add_typer(rule.app, name="rule")
 app.add_typer(approvals.app, name="approvals")
 app.add_typer(catalog.app, name="catalog")
 app.add_typer(payments.app, name="payments")
+app.add_typer(audit.app, name="audit")

@@ -1,6 +1,7 @@
-"""Who calls the admin API: a bearer token issued for /api/v1 with the `admin` scope, which binds
-the call to the token's organisation. Counted against the admin API's rate limit (in the database,
-shared by every process) before anything else is read."""
+"""Who calls the admin API: a bearer token issued for /api/v1 with `admin:read` (reads) or
+`admin:write` (changes, and reads), which binds the call to the token's organisation. Counted
+against the admin API's rate limit (in the database, shared by every process) before anything else
+is read."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from auth import rate_limits
 from auth.errors import RateLimited
 from auth.principal import Principal, PrincipalKind
 from auth.rate_limits import count_request
-from auth.scopes import Scope
+from auth.scopes import admin_allows
 from auth.verifier import InvalidToken
 from server.web.api.problems import Problem
 from server.web.http import client_address, services_of
@@ -36,8 +37,9 @@ def _count(request: Request, who: str) -> None:
         count_request(session, limit=limit, who=who, now=services.clock.now())
 
 
-async def admin_principal(request: Request) -> Principal:
-    """The organisation's admin behind the request's token, or a Problem (401, 403 or 429)."""
+async def admin_principal(request: Request, *, write: bool) -> Principal:
+    """The organisation's admin behind the request's token, or a Problem (401, 403 or 429).
+    `write` asks for admin:write; any admin scope reads."""
     services = services_of(request)
     try:
         await services.db.run(_count, request, client_address(request))
@@ -52,6 +54,15 @@ async def admin_principal(request: Request) -> Principal:
     except InvalidToken as exc:
         challenge = f'{CHALLENGE}, error="invalid_token"'
         raise Problem(401, "invalid_token", exc.description, headers={"WWW-Authenticate": challenge}) from exc
-    if principal.kind is not PrincipalKind.ADMIN or Scope.ADMIN not in principal.scopes:
-        raise Problem(403, "insufficient_scope", "This token does not carry the admin scope.")
+    if principal.kind is not PrincipalKind.ADMIN or not admin_allows(principal.scopes, write=False):
+        raise Problem(
+            403, "insufficient_scope", "This token does not carry an admin scope.",
+            headers={"WWW-Authenticate": f'{CHALLENGE}, error="insufficient_scope", scope="admin:read"'},
+        )  # fmt: skip
+    if write and not admin_allows(principal.scopes, write=True):
+        raise Problem(
+            403, "insufficient_scope",
+            "This token may only read: a change needs a token with the admin:write scope.",
+            headers={"WWW-Authenticate": f'{CHALLENGE}, error="insufficient_scope", scope="admin:write"'},
+        )  # fmt: skip
     return principal

@@ -1,58 +1,26 @@
-"""The admin API's read endpoints. Each finds the admin behind the token, reads through the domain
-services with that principal (so every read is scoped to the token's organisation), and renders a
-schema document; every refusal is a problem document."""
+"""The admin API's agent, payment and audit-chain endpoints. Each finds the admin behind the token,
+works through the domain services with that principal (so everything is scoped to the token's
+organisation), and renders a schema document; every refusal is a problem document."""
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
-from typing import Concatenate, ParamSpec, TypeVar
+from datetime import datetime
 
 from pydantic import BaseModel
 from sqlmodel import Session
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
 
 from auth.principal import Principal
 from server.audit.service import ChainBreak, first_broken_link
 from server.payments import ledger
+from server.payments.decisions import set_agent_disabled
 from server.payments.repository import PaymentFilter
-from server.tenancy.service import AgentNotFound, agents, get_agent
+from server.tenancy.service import agents, get_agent
 from server.vocabulary import IntentStatus
 from server.web.api import cursors
-from server.web.api.access import admin_principal
+from server.web.api.parts import instant, now_of, page_size, path, reading, writing
 from server.web.api.problems import Problem
 from server.web.api.schemas import AgentDocument, AgentList, AuditVerification, PaymentDocument, PaymentPage
-from server.web.http import NO_STORE, services_of
-
-log = logging.getLogger(__name__)
-
-MAX_PAGE = 200
-DEFAULT_PAGE = 50
-
-P = ParamSpec("P")
-T = TypeVar("T")
-Handler = Callable[[Request, Principal], Awaitable[BaseModel]]
-
-
-def endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
-    """A route: the admin's principal first, the document as JSON, every error a problem."""
-
-    async def answer(request: Request) -> Response:
-        try:
-            principal = await admin_principal(request)
-            document = await handler(request, principal)
-        except Problem as problem:
-            return problem.response()
-        except Exception:
-            log.exception("admin API %s %s failed", request.method, request.url.path)
-            return Problem(
-                500, "internal_error", "The server failed to answer; nothing was changed."
-            ).response()
-        return JSONResponse(document.model_dump(mode="json"), headers=NO_STORE)
-
-    return answer
 
 
 def _agents(session: Session, principal: Principal) -> AgentList:
@@ -60,47 +28,35 @@ def _agents(session: Session, principal: Principal) -> AgentList:
 
 
 def _agent(session: Session, principal: Principal, agent_id: str) -> AgentDocument:
-    try:
-        return AgentDocument.of(get_agent(session, principal, agent_id))
-    except AgentNotFound as exc:
-        raise Problem.of(exc, 404) from exc
-
-
-async def _reading(
-    request: Request, fn: Callable[Concatenate[Session, P], T], *args: P.args, **kwargs: P.kwargs
-) -> T:
-    return await services_of(request).db.reading(fn, *args, **kwargs)
+    return AgentDocument.of(get_agent(session, principal, agent_id))
 
 
 async def list_agents(request: Request, principal: Principal) -> BaseModel:
-    return await _reading(request, _agents, principal)
+    return await reading(request, _agents, principal)
 
 
 async def show_agent(request: Request, principal: Principal) -> BaseModel:
-    return await _reading(request, _agent, principal, str(request.path_params["agent_id"]))
+    return await reading(request, _agent, principal, path(request, "agent_id"))
 
 
-def _instant(request: Request, name: str) -> datetime | None:
-    text = request.query_params.get(name)
-    if text is None:
-        return None
-    try:
-        value = datetime.fromisoformat(text)
-    except ValueError as exc:
-        raise Problem(400, "invalid_input", f"`{name}` must be an ISO 8601 time.") from exc
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+def _switch_agent(
+    session: Session, principal: Principal, agent_id: str, *, disabled: bool, now: datetime
+) -> AgentDocument:
+    agent = set_agent_disabled(session, principal, agent_id=agent_id, disabled=disabled, now=now)
+    return AgentDocument.of(agent)
 
 
-def _page_size(request: Request) -> int:
-    text = request.query_params.get("limit")
-    if text is None:
-        return DEFAULT_PAGE
-    if not text.isdigit() or not 1 <= int(text) <= MAX_PAGE:
-        raise Problem(400, "invalid_input", f"`limit` must be a whole number from 1 to {MAX_PAGE}.")
-    return int(text)
+async def disable_agent(request: Request, principal: Principal) -> BaseModel:
+    agent_id = path(request, "agent_id")
+    return await writing(request, _switch_agent, principal, agent_id, disabled=True, now=now_of(request))
 
 
-def _status(request: Request) -> IntentStatus | None:
+async def enable_agent(request: Request, principal: Principal) -> BaseModel:
+    agent_id = path(request, "agent_id")
+    return await writing(request, _switch_agent, principal, agent_id, disabled=False, now=now_of(request))
+
+
+def payment_status(request: Request) -> IntentStatus | None:
     text = request.query_params.get("status")
     if text is None:
         return None
@@ -119,7 +75,7 @@ def _payments(
     limit: int,
 ) -> PaymentPage:
     if only.agent_id is not None:
-        _agent(session, principal, only.agent_id)  # another organisation's agent is not found
+        get_agent(session, principal, only.agent_id)  # another organisation's agent is not found
     rows = ledger.payments_page(session, principal, only, after=after, limit=limit + 1)
     shown = rows[:limit]
     more = len(rows) > limit
@@ -127,16 +83,20 @@ def _payments(
     return PaymentPage(payments=[PaymentDocument.of(row) for row in shown], nextCursor=next_cursor)
 
 
+def payment_filter(request: Request) -> PaymentFilter:
+    return PaymentFilter(
+        agent_id=request.query_params.get("agent"),
+        status=payment_status(request),
+        since=instant(request, "since"),
+        until=instant(request, "until"),
+    )
+
+
 async def list_payments(request: Request, principal: Principal) -> BaseModel:
     cursor = request.query_params.get("cursor")
-    only = PaymentFilter(
-        agent_id=request.query_params.get("agent"),
-        status=_status(request),
-        since=_instant(request, "since"),
-        until=_instant(request, "until"),
-    )
+    only = payment_filter(request)
     after = cursors.decode(cursor) if cursor else None
-    return await _reading(request, _payments, principal, only, after=after, limit=_page_size(request))
+    return await reading(request, _payments, principal, only, after=after, limit=page_size(request))
 
 
 def _verification(session: Session, principal: Principal) -> AuditVerification:
@@ -148,4 +108,4 @@ def _verification(session: Session, principal: Principal) -> AuditVerification:
 
 
 async def verify_audit(request: Request, principal: Principal) -> BaseModel:
-    return await _reading(request, _verification, principal)
+    return await reading(request, _verification, principal)

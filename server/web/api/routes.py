@@ -1,79 +1,337 @@
-"""The admin API's routes under /api/v1, and the same table as its OpenAPI operations."""
+"""The admin API's routes under /api/v1, and the same table as its OpenAPI operations: each
+operation names its method, path, answer and body, and the handler that serves it."""
 
 from __future__ import annotations
 
 from starlette.routing import BaseRoute, Route
 
-from server.vocabulary import IntentStatus
-from server.web.api import handlers, openapi
+from server.vocabulary import ApprovalStatus, IntentStatus
+from server.web.api import handlers, openapi, oversight, people, records, tokens
 from server.web.api.openapi import Operation, Parameter
-from server.web.api.schemas import AgentDocument, AgentList, AuditVerification, PaymentPage
+from server.web.api.parts import DEFAULT_PAGE, MAX_PAGE, Handler, endpoint
+from server.web.api.schemas import (
+    AgentDocument,
+    AgentList,
+    ApprovalDocument,
+    ApprovalList,
+    AuditEventPage,
+    AuditVerification,
+    ConnectionDocument,
+    ConnectionList,
+    MemberDocument,
+    MemberList,
+    PaymentExport,
+    PaymentPage,
+    PolicyDocument,
+    PolicyNarrowing,
+    RoleChange,
+    TeamList,
+    TokenDocument,
+    TokenIssue,
+    TokenIssued,
+    TokenList,
+)
 
 PREFIX = "/api/v1"
 TIME = {"type": "string", "format": "date-time"}
+AGENT_ID = Parameter("agent_id", "path", {"type": "string"}, "The agent's id.")
+MEMBER_ID = Parameter("member_id", "path", {"type": "string"}, "The member's id (or email).")
+CONNECTION_ID = Parameter("connection_id", "path", {"type": "string"}, "The connection's (grant's) id.")
+APPROVAL_ID = Parameter("approval_id", "path", {"type": "string"}, "The approval's id.")
+TOKEN_ID = Parameter("token_id", "path", {"type": "string"}, "The token's id (tok_...).")
+CURSOR = Parameter("cursor", "query", {"type": "string"}, "The `nextCursor` of the page before.")
+LIMIT = Parameter(
+    "limit",
+    "query",
+    {"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "default": DEFAULT_PAGE},
+    "How many a page holds.",
+)
+SINCE = Parameter("since", "query", TIME, "Created at or after this time (ISO 8601).")
+UNTIL = Parameter("until", "query", TIME, "Created before this time (ISO 8601).")
+BY_AGENT = Parameter("agent", "query", {"type": "string"}, "Only this agent's.")
+STATUS = Parameter(
+    "status", "query", {"type": "string", "enum": [str(s) for s in IntentStatus]}, "Only this status."
+)
 
-OPERATIONS = (
-    Operation("/agents", "listAgents", "The organisation's agents, oldest first.", AgentList),
-    Operation(
-        "/agents/{agent_id}",
-        "getAgent",
-        "One agent of the organisation.",
-        AgentDocument,
-        (Parameter("agent_id", "path", {"type": "string"}, "The agent's id."),),
-        not_found=True,
+# (operation, handler): the one table both the router and the OpenAPI document read.
+_TABLE: tuple[tuple[Operation, Handler], ...] = (
+    (
+        Operation("/agents", "listAgents", "The organisation's agents, oldest first.", AgentList),
+        handlers.list_agents,
     ),
-    Operation(
-        "/payments",
-        "listPayments",
-        "The organisation's payments, newest first, a page at a time.",
-        PaymentPage,
-        (
-            Parameter("agent", "query", {"type": "string"}, "Only this agent's payments."),
-            Parameter(
-                "status",
-                "query",
-                {"type": "string", "enum": [str(s) for s in IntentStatus]},
-                "Only this status.",
-            ),
-            Parameter("since", "query", TIME, "Created at or after this time (ISO 8601)."),
-            Parameter("until", "query", TIME, "Created before this time (ISO 8601)."),
-            Parameter("cursor", "query", {"type": "string"}, "The `nextCursor` of the page before."),
-            Parameter(
-                "limit",
-                "query",
-                {
-                    "type": "integer",
-                    "minimum": 1,
-                    "maximum": handlers.MAX_PAGE,
-                    "default": handlers.DEFAULT_PAGE,
-                },
-                "How many payments a page holds.",
+    (
+        Operation(
+            "/agents/{agent_id}",
+            "getAgent",
+            "One agent of the organisation.",
+            AgentDocument,
+            (AGENT_ID,),
+            not_found=True,
+        ),
+        handlers.show_agent,
+    ),
+    (
+        Operation(
+            "/agents/{agent_id}/disable",
+            "disableAgent",
+            "Disable an agent now: its tokens and connections are refused on their next call, its "
+            "pending approvals are denied and nothing it started can sign.",
+            AgentDocument,
+            (AGENT_ID,),
+            not_found=True,
+            method="post",
+        ),
+        handlers.disable_agent,
+    ),
+    (
+        Operation(
+            "/agents/{agent_id}/enable",
+            "enableAgent",
+            "Enable a disabled agent again.",
+            AgentDocument,
+            (AGENT_ID,),
+            not_found=True,
+            method="post",
+        ),
+        handlers.enable_agent,
+    ),
+    (
+        Operation(
+            "/agents/{agent_id}/policy",
+            "getAgentPolicy",
+            "The agent's policy in force and its version.",
+            PolicyDocument,
+            (AGENT_ID,),
+            not_found=True,
+        ),
+        records.show_policy,
+    ),
+    (
+        Operation(
+            "/agents/{agent_id}/policy",
+            "narrowAgentPolicy",
+            "Narrow the agent's policy (a new version): lower caps, fewer allowed hosts, more denied "
+            "ones. A change that widens answers 403 sudo_required.",
+            PolicyDocument,
+            (AGENT_ID,),
+            not_found=True,
+            method="patch",
+            body=PolicyNarrowing,
+        ),
+        records.change_policy,
+    ),
+    (
+        Operation(
+            "/agents/{agent_id}/tokens",
+            "listAgentTokens",
+            "The agent's tokens that still work, newest first; never a secret.",
+            TokenList,
+            (AGENT_ID,),
+            not_found=True,
+        ),
+        tokens.list_tokens,
+    ),
+    (
+        Operation(
+            "/agents/{agent_id}/tokens",
+            "issueAgentToken",
+            "Issue a token for the agent's MCP endpoint: the answer shows it once.",
+            TokenIssued,
+            (AGENT_ID,),
+            not_found=True,
+            method="post",
+            body=TokenIssue,
+            status=201,
+        ),
+        tokens.issue_token,
+    ),
+    (
+        Operation(
+            "/agents/{agent_id}/tokens/{token_id}",
+            "revokeAgentToken",
+            "Revoke one of the agent's tokens at once.",
+            TokenDocument,
+            (AGENT_ID, TOKEN_ID),
+            not_found=True,
+            method="delete",
+        ),
+        tokens.revoke_agent_token,
+    ),
+    (
+        Operation("/members", "listMembers", "The organisation's members, oldest first.", MemberList),
+        people.list_members,
+    ),
+    (
+        Operation(
+            "/members/{member_id}",
+            "changeMember",
+            "Give a member another role (the last enabled owner keeps theirs).",
+            MemberDocument,
+            (MEMBER_ID,),
+            not_found=True,
+            method="patch",
+            body=RoleChange,
+            conflict=True,
+        ),
+        people.change_member,
+    ),
+    (
+        Operation(
+            "/members/{member_id}/disable",
+            "disableMember",
+            "Disable a member now: their sessions end and their passkeys sign nothing in.",
+            MemberDocument,
+            (MEMBER_ID,),
+            not_found=True,
+            method="post",
+        ),
+        people.disable_member,
+    ),
+    (
+        Operation(
+            "/members/{member_id}/enable",
+            "enableMember",
+            "Enable a disabled member again.",
+            MemberDocument,
+            (MEMBER_ID,),
+            not_found=True,
+            method="post",
+        ),
+        people.enable_member,
+    ),
+    (
+        Operation("/teams", "listTeams", "The organisation's teams, oldest first.", TeamList),
+        people.list_teams,
+    ),
+    (
+        Operation(
+            "/connections",
+            "listConnections",
+            "The organisation's live connections (OAuth grants), most recently used first.",
+            ConnectionList,
+        ),
+        oversight.list_connections,
+    ),
+    (
+        Operation(
+            "/connections/{connection_id}",
+            "revokeConnection",
+            "Revoke a connection and every token it led to, at once; answers what was revoked.",
+            ConnectionDocument,
+            (CONNECTION_ID,),
+            not_found=True,
+            method="delete",
+        ),
+        oversight.revoke_connection,
+    ),
+    (
+        Operation(
+            "/approvals",
+            "listApprovals",
+            "The organisation's approvals, newest first (deciding is on the passkey page).",
+            ApprovalList,
+            (
+                Parameter(
+                    "status",
+                    "query",
+                    {"type": "string", "enum": [str(s) for s in ApprovalStatus]},
+                    "Only this stored status.",
+                ),
+                LIMIT,
             ),
         ),
-        not_found=True,
+        oversight.list_approvals,
     ),
-    Operation(
-        "/audit/verify",
-        "verifyAudit",
-        "Whether the organisation's audit hash chain verifies, and where it breaks.",
-        AuditVerification,
+    (
+        Operation(
+            "/approvals/{approval_id}",
+            "getApproval",
+            "One approval, with the passkey page where a member decides it.",
+            ApprovalDocument,
+            (APPROVAL_ID,),
+            not_found=True,
+        ),
+        oversight.show_approval,
+    ),
+    (
+        Operation(
+            "/payments",
+            "listPayments",
+            "The organisation's payments, newest first, a page at a time.",
+            PaymentPage,
+            (BY_AGENT, STATUS, SINCE, UNTIL, CURSOR, LIMIT),
+            not_found=True,
+        ),
+        handlers.list_payments,
+    ),
+    (
+        Operation(
+            "/payments/export",
+            "exportPayments",
+            "Every matching payment, newest first, for accounting: one row each with agent, day, "
+            "host, payee, amount, network and transaction; `format=csv` gives the same rows as CSV.",
+            PaymentExport,
+            (
+                Parameter(
+                    "format",
+                    "query",
+                    {"type": "string", "enum": ["json", "csv"], "default": "json"},
+                    "json or csv.",
+                ),
+                BY_AGENT,
+                STATUS,
+                SINCE,
+                UNTIL,
+            ),
+            not_found=True,
+            csv=True,
+        ),
+        records.export_payments,
+    ),
+    (
+        Operation(
+            "/audit/events",
+            "listAuditEvents",
+            "The organisation's audit events, newest first, a page at a time.",
+            AuditEventPage,
+            (
+                Parameter(
+                    "kind",
+                    "query",
+                    {"type": "string", "maxLength": 60},
+                    "Only this event type (`agent.disabled`), or a family of them (`agent.`).",
+                ),
+                BY_AGENT,
+                SINCE,
+                CURSOR,
+                LIMIT,
+            ),
+            not_found=True,
+        ),
+        records.list_audit_events,
+    ),
+    (
+        Operation(
+            "/audit/verify",
+            "verifyAudit",
+            "Whether the organisation's audit hash chain verifies, and where it breaks.",
+            AuditVerification,
+        ),
+        handlers.verify_audit,
     ),
 )
 
-_HANDLERS = {
-    "listAgents": handlers.list_agents,
-    "getAgent": handlers.show_agent,
-    "listPayments": handlers.list_payments,
-    "verifyAudit": handlers.verify_audit,
-}
+OPERATIONS = tuple(operation for operation, _ in _TABLE)
 
 
 def routes() -> list[BaseRoute]:
     found: list[BaseRoute] = [
         Route(
-            f"{PREFIX}{operation.path}", handlers.endpoint(_HANDLERS[operation.operation_id]), methods=["GET"]
+            f"{PREFIX}{operation.path}",
+            endpoint(handler, write=operation.writes, status=operation.status),
+            methods=[operation.method.upper()],
         )
-        for operation in OPERATIONS
+        for operation, handler in _TABLE
     ]
     found.append(Route(f"{PREFIX}/openapi.json", openapi.endpoint(OPERATIONS), methods=["GET"]))
     return found

@@ -4,11 +4,19 @@ document is generated from them, so the two cannot disagree."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from auth.scopes import AGENT_SCOPES
+from auth.tokens import DEFAULT_TTL_SECONDS, MAX_TTL_SECONDS, MIN_TTL_SECONDS
 from server.kit.money import format_usd
-from server.models import Agent, PaymentIntent
+from server.models import AccessToken, Agent, AuditEvent, Member, PaymentIntent, Team
+from server.vocabulary import Role
+
+# The scopes an agent token may carry, spelled out so the OpenAPI document lists them.
+AgentScope = Literal["catalog:read", "payments:read", "payments:write", "rules:propose"]
+assert set(get_args(AgentScope)) == {str(scope) for scope in AGENT_SCOPES}
 
 
 class Document(BaseModel):
@@ -82,6 +90,205 @@ class AuditVerification(Document):
     intact: bool
     brokenAtSeq: int | None = Field(description="The first link that does not verify, if any.")
     reason: str | None
+
+
+class MemberDocument(Document):
+    id: str
+    email: str
+    role: Role
+    enrolled: bool = Field(description="Whether the member has enrolled a passkey (used the link).")
+    disabled: bool
+    createdAt: datetime
+
+    @classmethod
+    def of(cls, member: Member) -> MemberDocument:
+        return cls(
+            id=member.id,
+            email=member.email,
+            role=member.role,
+            enrolled=member.enroll_token_hash is None,
+            disabled=member.disabled_at is not None,
+            createdAt=member.created_at,
+        )
+
+
+class MemberList(Document):
+    members: list[MemberDocument]
+
+
+class RoleChange(Document):
+    role: Role
+
+
+class TeamDocument(Document):
+    id: str
+    name: str
+    createdAt: datetime
+
+    @classmethod
+    def of(cls, team: Team) -> TeamDocument:
+        return cls(id=team.id, name=team.name, createdAt=team.created_at)
+
+
+class TeamList(Document):
+    teams: list[TeamDocument]
+
+
+class PolicyDocument(Document):
+    agentId: str
+    policyVersion: int = Field(description="Each change makes a new version; payments name theirs.")
+    policy: dict[str, Any] = Field(
+        description="The rules in force, as `paywarden admin policy show` prints them."
+    )
+
+
+class PolicyNarrowing(Document):
+    """Settings to narrow; each left out stays as it is. A list replaces the whole list."""
+
+    maxUsdPerTx: str | None = Field(default=None, description="USD, no higher than now.", max_length=20)
+    dailyCapUsd: str | None = Field(default=None, description="USD, no higher than now.", max_length=20)
+    allowHosts: list[str] | None = Field(default=None, description="Only hosts allowed now.")
+    denyHosts: list[str] | None = Field(default=None, description="Every host denied now, and more.")
+
+
+class TokenDocument(Document):
+    id: str
+    kind: Literal["agent", "admin"]
+    agentId: str | None
+    scopes: list[str]
+    label: str | None
+    createdBy: str
+    createdAt: datetime
+    expiresAt: datetime
+    lastUsedAt: datetime | None = Field(description="Known for a connection's tokens (OAuth).")
+
+    @classmethod
+    def of(cls, row: AccessToken, *, last_used_at: datetime | None = None) -> TokenDocument:
+        return cls(
+            id=row.id,
+            kind="agent" if row.agent_id is not None else "admin",
+            agentId=row.agent_id,
+            scopes=row.scopes.split(),
+            label=row.label,
+            createdBy=row.created_by,
+            createdAt=row.created_at,
+            expiresAt=row.expires_at,
+            lastUsedAt=last_used_at,
+        )
+
+
+class TokenList(Document):
+    tokens: list[TokenDocument] = Field(description="Tokens that still work; never their secret.")
+
+
+class TokenIssue(Document):
+    scopes: list[AgentScope] = Field(min_length=1)
+    ttlSeconds: int = Field(default=DEFAULT_TTL_SECONDS, ge=MIN_TTL_SECONDS, le=MAX_TTL_SECONDS)
+    label: str | None = Field(default=None, max_length=120)
+
+
+class TokenIssued(Document):
+    id: str
+    token: str = Field(description="The bearer token: shown this once, only its hash is kept.")
+    scopes: list[str]
+    expiresAt: datetime
+
+
+class ExportRow(Document):
+    agent: str = Field(description="The agent's id.")
+    day: str = Field(description="The UTC day the payment was created, YYYY-MM-DD.")
+    host: str
+    payee: str = Field(description="The address paid (payTo).")
+    amount: str = Field(description="USD, as a decimal.")
+    network: str
+    transaction: str = Field(description="The transfer's hash; empty until found on chain.")
+
+    @classmethod
+    def of(cls, intent: PaymentIntent) -> ExportRow:
+        return cls(
+            agent=intent.agent_id,
+            day=intent.created_at.date().isoformat(),
+            host=intent.host,
+            payee=intent.pay_to,
+            amount=format_usd(intent.amount_atomic, atomic=True),
+            network=intent.network,
+            transaction=intent.tx_hash or "",
+        )
+
+
+class PaymentExport(Document):
+    rows: list[ExportRow]
+
+
+class AuditEventDocument(Document):
+    id: str
+    seq: int = Field(description="The event's place in the organisation's hash chain.")
+    kind: str = Field(description="The event's type, e.g. `agent.disabled`.")
+    actor: str
+    agentId: str | None
+    subjectId: str | None
+    data: dict[str, Any]
+    createdAt: datetime
+    hash: str
+
+    @classmethod
+    def of(cls, event: AuditEvent) -> AuditEventDocument:
+        return cls(
+            id=event.id,
+            seq=event.seq,
+            kind=event.type,
+            actor=event.actor,
+            agentId=event.agent_id,
+            subjectId=event.subject_id,
+            data=dict(event.data),
+            createdAt=event.created_at,
+            hash=event.hash,
+        )
+
+
+class AuditEventPage(Document):
+    events: list[AuditEventDocument]
+    nextCursor: str | None = Field(description="Pass as `cursor` for the next page; null on the last.")
+
+
+class ConnectionDocument(Document):
+    id: str = Field(description="The grant's id: revoke it with DELETE /connections/{id}.")
+    clientName: str
+    clientId: str
+    how: str = Field(description="How the client came to be known, in words.")
+    agentId: str
+    agentName: str
+    scopes: list[str]
+    grantedBy: str | None = Field(description="The member who consented, if one did.")
+    createdAt: datetime
+    lastUsedAt: datetime | None
+
+
+class ConnectionList(Document):
+    connections: list[ConnectionDocument]
+
+
+class ApprovalDocument(Document):
+    id: str
+    status: str = Field(description="As of now: a pending approval past its time is `expired`.")
+    agentId: str
+    intentId: str
+    amountUsd: str
+    host: str
+    resource: str
+    payTo: str
+    network: str
+    reason: str
+    holdReasons: list[str]
+    createdAt: datetime
+    expiresAt: datetime
+    decidedAt: datetime | None
+    decidedBy: str | None = Field(description="The member who decided, with a passkey.")
+    decideAt: str = Field(description="The passkey page where a member decides it.")
+
+
+class ApprovalList(Document):
+    approvals: list[ApprovalDocument]
 
 
 class ProblemDocument(Document):
