@@ -6,7 +6,7 @@ NODE_DIR := tests/support/node
 NODE_STAMP := $(NODE_DIR)/node_modules/.installed
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: run test lint bench test-deps node-deps chromium clean
+.PHONY: run test lint bench test-deps node-deps chromium haproxy clean
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Paywarden needs Python 3.11 or newer")'
@@ -53,8 +53,9 @@ bench-readme: $(VENV)/.installed
 
 # What the tests need beyond Python. From npm (no root needed, so `make test` does it too): anvil,
 # Node.js 22 and the MCP conformance suite, exactly as package-lock.json pins them. From Debian:
-# chromium for the browser tests, which needs root and so only `make test-deps` installs it.
-test-deps: node-deps chromium
+# chromium for the browser tests and haproxy for the load balancer's, which need root and so only
+# `make test-deps` installs them.
+test-deps: node-deps chromium haproxy
 
 ifneq ($(shell command -v npm 2>/dev/null),)
 node-deps: $(NODE_STAMP)
@@ -72,6 +73,13 @@ chromium:
 	elif [ "$$(id -u)" = 0 ]; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
 	else echo "chromium not found and not root: run 'apt-get install chromium' as root (browser tests skip)"; fi
+
+# The load balancer of infra/ (HAProxy), which the affinity test runs in front of two servers.
+haproxy:
+	@if command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ]; then echo "haproxy is installed"; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy; \
+	else echo "haproxy not found and not root: run 'apt-get install haproxy' as root (its tests skip)"; fi
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
