@@ -1,4 +1,4 @@
-# Paywarden: `make run` serves a demo on 127.0.0.1:8402, `make test` runs the suite.
+# Paywarden: `make run` serves a demo on localhost:8402, `make test` runs the suite.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python

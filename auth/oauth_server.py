@@ -89,11 +89,14 @@ class OAuthConfig:
     resource: str  # the one protected resource: <PUBLIC_URL>/mcp
     tokens: TokenPolicy
     code_ttl: int = CODE_TTL_SECONDS
+    # The same resource by another loopback spelling (http://127.0.0.1:PORT/mcp for a public URL
+    # on localhost:PORT): accepted, and stored as the one resource.
+    aliases: frozenset[str] = frozenset()
 
     def resource_of(self, requested: list[str]) -> str:
         """The resource a request is for: the one there is, whether named or not."""
         for value in requested:
-            if value.rstrip("/") != self.resource:
+            if value.rstrip("/") != self.resource and value.rstrip("/") not in self.aliases:
                 raise InvalidTargetError(f"The only resource here is {self.resource}.")
         return self.resource
 

@@ -54,6 +54,12 @@ SCOPE_DESCRIPTIONS: Mapping[Scope, str] = MappingProxyType(
 )
 
 
+def scope_words(scopes: str) -> list[str]:
+    """A space-separated scope list as the sentences a person reads (an unknown scope as itself)."""
+    described: Mapping[str, str] = {str(scope): text for scope, text in SCOPE_DESCRIPTIONS.items()}
+    return [described.get(name, name) for name in scopes.split()]
+
+
 class ScopeError(ValueError):
     pass
 

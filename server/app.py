@@ -63,6 +63,7 @@ def create_app(
         verifier=services.verifier,
         audience=settings.mcp_url,
         resource_metadata_url=settings.resource_metadata_url,
+        alias_of=settings.loopback_alias,
     )
 
     @contextlib.asynccontextmanager

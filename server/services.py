@@ -63,6 +63,7 @@ def oauth_config(settings: Settings) -> OAuthConfig:
     return OAuthConfig(
         issuer=settings.public_url,
         resource=settings.mcp_url,
+        aliases=settings.resource_aliases(),
         tokens=TokenPolicy(
             access_ttl=settings.access_token_ttl,
             refresh_ttl=settings.refresh_token_ttl,

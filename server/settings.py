@@ -42,6 +42,10 @@ MAX_CONFIRMATIONS = 1_000
 _ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
 _PRIVATE_KEY_LIKE = re.compile(r"(?<![0-9a-fA-F])(0x)?[0-9a-fA-F]{64}(?![0-9a-fA-F])")
 _LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
+# Loopback addresses a public URL may be given as; it is kept under `localhost` instead, because a
+# passkey needs a host name (browsers refuse an IP address as the WebAuthn RP id).
+_LOOPBACK_ADDRESSES = {"127.0.0.1": "127.0.0.1", "::1": "[::1]"}
+DEFAULT_PORT = 8402
 
 
 class ConfigError(ValueError):
@@ -59,7 +63,7 @@ class Settings(BaseSettings):
 
     database_url: str = "sqlite:///./paywarden.db"
     database_pool_size: int = Field(default=10, ge=1, le=100)
-    public_url: str = "http://127.0.0.1:8402"
+    public_url: str = f"http://localhost:{DEFAULT_PORT}"
     master_key: SecretStr | None = None
     rpc_urls: dict[str, str] = Field(default_factory=dict)
     assets: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_USDC))
@@ -108,6 +112,9 @@ class Settings(BaseSettings):
             raise ValueError("must not carry credentials, a query or a fragment")
         if parts.scheme == "http" and parts.hostname not in _LOOPBACK_HOSTS:
             raise ValueError("must be https:// (http:// only on a loopback host)")
+        if parts.hostname in _LOOPBACK_ADDRESSES:
+            port = f":{parts.port}" if parts.port else ""
+            value = f"{parts.scheme}://localhost{port}{parts.path}"
         return value.rstrip("/")
 
     @field_validator("rpc_urls")
@@ -170,14 +177,34 @@ class Settings(BaseSettings):
 
     @property
     def pages_url(self) -> str:
-        """Where people's pages live: the public URL, except that a loopback address becomes
-        `localhost`, because a passkey needs a host name (browsers refuse an IP address as the
-        WebAuthn RP id)."""
-        parts = urlsplit(self.public_url)
-        if parts.hostname in ("127.0.0.1", "::1"):
-            port = f":{parts.port}" if parts.port else ""
-            return f"{parts.scheme}://localhost{port}{parts.path}"
+        """Where people's pages live: the public URL (a loopback address is kept as `localhost`)."""
         return self.public_url
+
+    def loopback_alias(self, netloc: str) -> str | None:
+        """The origin `http://NETLOC` when NETLOC is the public URL's other loopback spelling
+        (127.0.0.1 or [::1] with the same port, for a public URL on localhost), else None.
+
+        A client given `http://127.0.0.1:PORT/mcp` checks that the resource metadata names that
+        URL (RFC 9728 section 3.3), so discovery answers it under the spelling it was asked by."""
+        public = urlsplit(self.public_url)
+        if public.scheme != "http" or public.hostname != "localhost" or public.path:
+            return None
+        port = f":{public.port}" if public.port else ""
+        for spelling in _LOOPBACK_ADDRESSES.values():
+            if netloc.lower() == f"{spelling}{port}":
+                return f"http://{netloc.lower()}"
+        return None
+
+    def resource_aliases(self) -> frozenset[str]:
+        """The MCP URL under each other loopback spelling: the same resource, by another name."""
+        public = urlsplit(self.public_url)
+        port = f":{public.port}" if public.port else ""
+        found = {
+            f"{origin}/mcp"
+            for spelling in _LOOPBACK_ADDRESSES.values()
+            if (origin := self.loopback_alias(f"{spelling}{port}")) is not None
+        }
+        return frozenset(found)
 
     @property
     def rp_id(self) -> str:
@@ -240,6 +267,12 @@ def _configured_values(environ: Mapping[str, str]) -> Iterable[tuple[str, str]]:
         for dotenv_name, dotenv_value in DotEnvSettingsSource(Settings, env_file=dotenv).env_vars.items():
             if dotenv_name.upper().startswith(ENV_PREFIX):
                 yield dotenv_name.upper(), dotenv_value or ""
+
+
+def is_configured(name: str, *, environ: Mapping[str, str] | None = None) -> bool:
+    """Whether a variable is set, in the environment or the `.env` file."""
+    env = os.environ if environ is None else environ
+    return any(found == name.upper() and value for found, value in _configured_values(env))
 
 
 def load_settings(*, exempt: Iterable[str] = (), environ: Mapping[str, str] | None = None) -> Settings:

@@ -52,7 +52,7 @@ def test_a_variable_named_for_import_may_hold_a_key() -> None:
     settings = load_settings(
         exempt=["PAYWARDEN_IMPORT_ME"], environ={"PAYWARDEN_MASTER_KEY": KEY, "PAYWARDEN_IMPORT_ME": key}
     )
-    assert settings.public_url == "http://127.0.0.1:8402"
+    assert settings.public_url == "http://localhost:8402"
 
 
 def test_defaults_and_derived_urls() -> None:

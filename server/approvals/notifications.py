@@ -39,8 +39,8 @@ from server.kit.clock import Clock
 from server.kit.db import Database
 from server.kit.ids import new_id
 from server.kit.money import format_usd
+from server.kit.networks import is_testnet, network_name
 from server.models import Approval, ApprovalNotification, AuditEvent
-from server.settings import BASE_SEPOLIA, SUPPORTED_NETWORKS
 from server.vocabulary import ApprovalStatus, HoldReason, NotificationStatus
 
 log = logging.getLogger("paywarden.notifications")
@@ -72,8 +72,8 @@ def slack_escape(text: str) -> str:
 
 
 def approval_message(approval: Approval, *, agent_name: str, public_url: str) -> str:
-    network = SUPPORTED_NETWORKS.get(approval.network, approval.network)
-    if approval.network == BASE_SEPOLIA:
+    network = network_name(approval.network)
+    if is_testnet(approval.network):
         network += ", test network"
     reason = REASON_WORDS.get(approval.reason, str(approval.reason))
     return (

@@ -62,6 +62,12 @@ class ApprovalRepository(TenantRepository[Approval]):
             statement = statement.where(Approval.status == status)
         return self._all(statement.order_by(col(Approval.created_at).desc()).limit(limit))
 
+    def decided(self, reader: Reader, *, org_id: str, limit: int) -> Sequence[Approval]:
+        """The organisation's approvals a person decided, the newest decision first."""
+        statement = self.readable(reader).where(Approval.org_id == org_id)
+        statement = statement.where(col(Approval.decided_at).is_not(None))
+        return self._all(statement.order_by(col(Approval.decided_at).desc(), col(Approval.id)).limit(limit))
+
     def lapsed(self, *, now: datetime, retry_window: timedelta, limit: int) -> Sequence[Approval]:
         """Pending past their TTL, or approved and not used within the retry window (system read)."""
         pending = self._all(

@@ -45,7 +45,7 @@ from server.kit.db import lock_org
 from server.kit.ids import new_id
 from server.kit.money import format_usd
 from server.models import Approval, Member, MemberPasskey, PaymentIntent, WebAuthnChallenge
-from server.tenancy.service import find_member
+from server.tenancy.service import MemberNotFound, find_member
 from server.vocabulary import ApprovalStatus, ChallengePurpose, HoldReason
 
 RETRY_WINDOW = timedelta(minutes=10)
@@ -324,6 +324,26 @@ def pending_for_decider(
         return []
     rows = ApprovalRepository(session).pending(principal, org_id=member.org_id, now=now)
     return list(rows)
+
+
+def decided_for_decider(
+    session: Session, principal: Principal, *, member: Member, limit: int = 50
+) -> list[Approval]:
+    """The approvals of `member`'s organisation that a person decided, newest decision first (the
+    inbox's Decided tab); empty for a member who may not decide."""
+    if member.disabled_at is not None or not member.role.may_approve:
+        return []
+    return list(ApprovalRepository(session).decided(principal, org_id=member.org_id, limit=limit))
+
+
+def decider_email(session: Session, principal: Principal, approval: Approval) -> str | None:
+    """The email of the member who decided `approval`, if a member of its organisation did."""
+    if approval.decided_by is None:
+        return None
+    try:
+        return find_member(session, principal, approval.decided_by, org_id=approval.org_id).email
+    except MemberNotFound:
+        return None
 
 
 def _purpose(approve: bool) -> ChallengePurpose:

@@ -46,10 +46,18 @@ def serve(
     port: int = typer.Option(8402, help="Port to bind."),
     workers: int = typer.Option(1, min=1, max=64, help="Server processes sharing the port."),
 ) -> None:
-    """Serve the MCP endpoint and the HTTP API."""
+    """Serve the MCP endpoint and the HTTP API. Without PAYWARDEN_PUBLIC_URL the public URL is
+    http://localhost:PORT (or http://HOST:PORT for a named host)."""
+    import os
+
     import uvicorn
 
+    from server.settings import is_configured
+
     with reported_errors():
+        if not is_configured("PAYWARDEN_PUBLIC_URL"):
+            # The workers read it too: they load their settings from this environment.
+            os.environ["PAYWARDEN_PUBLIC_URL"] = f"http://{public_name(host)}:{port}"
         ctx = cli_context()
         ctx.ready()
         typer.echo(
@@ -65,6 +73,18 @@ def serve(
         log_config=None,  # the workers log through configure_logging (PAYWARDEN_LOG_FORMAT)
         proxy_headers=False,
     )
+
+
+# Addresses this machine's browser reaches as localhost (binding every interface includes loopback).
+_LOCAL_BINDINGS = frozenset({"127.0.0.1", "::1", "localhost", "0.0.0.0", "::", ""})  # noqa: S104
+
+
+def public_name(host: str) -> str:
+    """The name the public URL uses for a bound address: a loopback or every-interface address
+    is `localhost` (a passkey needs a name, not an address)."""
+    if host in _LOCAL_BINDINGS:
+        return "localhost"
+    return f"[{host}]" if ":" in host else host
 
 
 def _redact(url: str) -> str:

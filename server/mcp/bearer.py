@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -40,12 +40,21 @@ _NOTE_EVERY_S = 60.0
 
 class BearerAuthMiddleware:
     def __init__(
-        self, app: ASGIApp, *, verifier: TokenVerifier, audience: str, resource_metadata_url: str
+        self,
+        app: ASGIApp,
+        *,
+        verifier: TokenVerifier,
+        audience: str,
+        resource_metadata_url: str,
+        alias_of: Callable[[str], str | None] = lambda _netloc: None,
     ) -> None:
         self.app = app
         self.verifier = verifier
         self.audience = audience
         self.resource_metadata_url = resource_metadata_url
+        # The origin a request's Host is another loopback spelling of, if it is one (its challenge
+        # points at the metadata under that spelling, which names /mcp as the client knows it).
+        self.alias_of = alias_of
         self._noted: dict[str, float] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -53,20 +62,25 @@ class BearerAuthMiddleware:
             await self.app(scope, receive, send)
             return
         authorization = header(scope, b"authorization")
+        metadata_url = self._metadata_url(scope)
         if authorization is None:
-            await self._challenge(send, error=None, description="Authentication required.")
+            await self._challenge(send, metadata_url, error=None, description="Authentication required.")
             return
         kind, _, token = authorization.partition(" ")
         if kind.lower() != "bearer" or not token.strip():
-            await self._challenge(send, error="invalid_request", description="Use the Bearer scheme.")
+            await self._challenge(
+                send, metadata_url, error="invalid_request", description="Use the Bearer scheme."
+            )
             return
         try:
             principal = await self.verifier.verify_async(token.strip(), audience=self.audience)
         except InvalidToken as exc:
-            await self._challenge(send, error="invalid_token", description=exc.description)
+            await self._challenge(send, metadata_url, error="invalid_token", description=exc.description)
             return
         if principal.agent_id is None:
-            await self._challenge(send, error="invalid_token", description="Only agent tokens may use /mcp.")
+            await self._challenge(
+                send, metadata_url, error="invalid_token", description="Only agent tokens may use /mcp."
+            )
             return
         scope[PRINCIPAL_KEY] = principal
         scope[BEARER_KEY] = token.strip()
@@ -79,7 +93,10 @@ class BearerAuthMiddleware:
         needed = scopes_needed(name for name, _ in calls)
         if needed - principal.scopes:
             await self._step_up(
-                send, needed=needed, ids=list(dict.fromkeys(request_id for _, request_id in calls))
+                send,
+                metadata_url,
+                needed=needed,
+                ids=list(dict.fromkeys(request_id for _, request_id in calls)),
             )
             return
         await self.app(scope, receive, send)
@@ -96,19 +113,25 @@ class BearerAuthMiddleware:
         self._noted[principal.token_id] = now
         await self.verifier.note_use_async(principal)
 
-    async def _challenge(self, send: Send, *, error: str | None, description: str) -> None:
-        parts = [f'resource_metadata="{self.resource_metadata_url}"', f'scope="{scope_text(AGENT_SCOPES)}"']
+    def _metadata_url(self, scope: Scope) -> str:
+        alias = self.alias_of((header(scope, b"host") or "").strip())
+        if alias is None:
+            return self.resource_metadata_url
+        return f"{alias}/.well-known/oauth-protected-resource/mcp"
+
+    async def _challenge(self, send: Send, metadata_url: str, *, error: str | None, description: str) -> None:
+        parts = [f'resource_metadata="{metadata_url}"', f'scope="{scope_text(AGENT_SCOPES)}"']
         if error is not None:
             parts = [f'error="{error}"', f'error_description="{description}"', *parts]
         body = {"error": error or "unauthorized", "error_description": description}
         await _answer(send, 401, body, [(b"www-authenticate", ("Bearer " + ", ".join(parts)).encode())])
 
-    async def _step_up(self, send: Send, *, needed: Iterable[Any], ids: list[Any]) -> None:
+    async def _step_up(self, send: Send, metadata_url: str, *, needed: Iterable[Any], ids: list[Any]) -> None:
         scopes = scope_text(needed)
         challenge = (
             'Bearer error="insufficient_scope", '
             f'scope="{scopes}", '
-            f'resource_metadata="{self.resource_metadata_url}", '
+            f'resource_metadata="{metadata_url}", '
             'error_description="The access token does not carry every scope this call needs."'
         )
         error = InsufficientScope(scope=scopes).as_dict()

@@ -86,8 +86,8 @@ def _is_paywarden(host: str, port: int, literal: IPAddress | None, public_host: 
         public_name = canonical_host(public.hostname or "")
     except InvalidHostName:
         return False
-    if host != public_name:
-        return False
+    if host != public_name and not (public_name == "localhost" and _is_loopback(host, literal)):
+        return False  # (on a localhost public URL, 127.0.0.1 and [::1] are Paywarden too)
     if literal is not None or host == "localhost":
         # On loopback other ports are other programs (sellers in development, for one).
         return public.port is None or public.port == port

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -15,6 +17,11 @@ from server.web.pages import account, approvals, connections, enroll, home, sign
 from server.web.pages.common import page
 
 STATIC = Path(__file__).resolve().parent / "static"
+
+
+async def favicon(_request: Request) -> Response:
+    """Browsers ask for /favicon.ico whatever the page says: the one icon, not a 404."""
+    return RedirectResponse("/static/favicon.svg", status_code=301)
 
 
 def routes(settings: Settings) -> list[BaseRoute]:
@@ -71,6 +78,11 @@ def routes(settings: Settings) -> list[BaseRoute]:
         Route(connections.PATH, endpoint=page(connections.show, signed_in=True), methods=["GET"]),
         Route(
             f"{connections.PATH}/{{grant_id}}/revoke",
+            endpoint=page(connections.confirm_revoke, signed_in=True),
+            methods=["GET"],
+        ),
+        Route(
+            f"{connections.PATH}/{{grant_id}}/revoke",
             endpoint=page(connections.revoke, signed_in=True),
             methods=["POST"],
         ),
@@ -93,5 +105,6 @@ def routes(settings: Settings) -> list[BaseRoute]:
             endpoint=page(approvals.decision_verify, signed_in=True, json=True),
             methods=["POST"],
         ),
+        Route("/favicon.ico", endpoint=favicon, methods=["GET"]),
         Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
     ]

@@ -13,8 +13,13 @@ from server.settings import Settings
 from server.web.http import CORS_HEADERS, Endpoint, preflight
 
 
-def protected_resource_metadata(settings: Settings) -> dict[str, object]:
-    return metadata.protected_resource(resource=settings.mcp_url, issuer=settings.public_url)
+def protected_resource_metadata(settings: Settings, *, netloc: str | None = None) -> dict[str, object]:
+    """The document for /mcp. Asked for by the public URL's other loopback spelling, it names /mcp
+    under that spelling (a client checks the resource against the URL it was given); the issuer,
+    and so every page a person sees, stays the one public URL."""
+    alias = settings.loopback_alias(netloc) if netloc else None
+    resource = f"{alias}/mcp" if alias else settings.mcp_url
+    return metadata.protected_resource(resource=resource, issuer=settings.public_url)
 
 
 def _document(body: dict[str, object]) -> Endpoint:
@@ -24,8 +29,16 @@ def _document(body: dict[str, object]) -> Endpoint:
     return handle
 
 
+def _resource_document(settings: Settings) -> Endpoint:
+    async def handle(request: Request) -> Response:
+        body = protected_resource_metadata(settings, netloc=request.headers.get("host"))
+        return JSONResponse(body, headers={"Cache-Control": "max-age=300", **CORS_HEADERS})
+
+    return handle
+
+
 def routes(settings: Settings) -> list[BaseRoute]:
-    resource = _document(protected_resource_metadata(settings))
+    resource = _resource_document(settings)
     server = _document(metadata.authorization_server(issuer=settings.public_url))
     found: list[BaseRoute] = []
     for path, endpoint in (

@@ -99,7 +99,7 @@ def test_a_narrower_consent_narrows_the_first_sign_in(
 
     # Revoking the connection ends every family at once.
     connections = person.browser.get("/connections")
-    grant_id = connections.text.split('action="/connections/')[1].split("/revoke")[0]
+    grant_id = connections.text.split('href="/connections/')[1].split("/revoke")[0]
     revoked = person.browser.http.post(
         f"/connections/{grant_id}/revoke", data={"csrf": csrf_of(connections.text)}
     )

@@ -162,6 +162,9 @@ async def test_consent_errors_and_connections_in_the_browser(
         await expect(page.get_by_role("heading", name="Desk Agent")).to_be_visible()
         await page.set_viewport_size(PHONE)
         await screenshots.take(page, "connections-phone")
+        await page.get_by_role("link", name="Revoke Desk Agent").click()
+        await expect(page.get_by_role("heading", level=1)).to_have_text("Revoke Desk Agent?")  # it asks once
+        await _check_page(page)
         await page.get_by_role("button", name="Revoke Desk Agent").click()
         await expect(
             page.get_by_text("The connection was revoked: its tokens no longer work.")

@@ -87,7 +87,7 @@ def test_a_revoked_connection_refreshes_no_more(server: RunningServer, owner: Pe
     client, tokens = connect(server, owner)
     page = owner.browser.get("/connections")
     assert "Test client" in page.text
-    grant_id = page.text.split('action="/connections/')[1].split("/revoke")[0]
+    grant_id = page.text.split('href="/connections/')[1].split("/revoke")[0]
     revoked = owner.browser.http.post(f"/connections/{grant_id}/revoke", data={"csrf": csrf_of(page.text)})
     assert revoked.status_code == 303
     assert call_tool(server.settings.mcp_url, tokens["access_token"], "get_budget").status_code == 401

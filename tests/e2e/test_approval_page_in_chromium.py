@@ -8,6 +8,7 @@ Screenshots of every step are kept in the test output."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -18,7 +19,7 @@ from playwright.async_api import Page, expect
 
 from server.kit.db import Database
 from tests.e2e.test_approvals import Money
-from tests.support.approval_page import enrol_member
+from tests.support.approval_page import DECIDED_BY, enrol_member
 from tests.support.browser import PHONE, Screenshots, VirtualAuthenticator
 from tests.support.chain import TestToken
 from tests.support.fixtures_chain import FundedWallet
@@ -143,7 +144,9 @@ async def test_a_held_payment_approved_on_a_phone_pays_on_chain(
 
             await page.get_by_role("button", name="Approve 0.01 USD").click()
             await expect(page.get_by_text("You approved this payment.")).to_be_visible()
-            await expect(page.get_by_role("heading", level=1)).to_have_text("Approval: approved")
+            await expect(page.get_by_role("heading", level=1)).to_have_text(
+                re.compile(f"^Approved {DECIDED_BY}: the payment will be made when the agent retries$")
+            )
             await screenshots.take(page, "approved")
 
             status = structured(

@@ -25,7 +25,7 @@ def server(sqlite_db: Database) -> Iterator[RunningServer]:
 
 def test_protected_resource_metadata_is_served(server: RunningServer) -> None:
     for path in ("/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"):
-        document = httpx.get(server.base_url + path).json()
+        document = httpx.get(server.public_url + path).json()
         assert document["resource"] == server.settings.mcp_url
         assert document["authorization_servers"] == [server.settings.public_url]
         assert "payments:write" in document["scopes_supported"]
@@ -44,7 +44,9 @@ def test_a_request_without_a_usable_token_gets_401_pointing_at_the_metadata(
     server: RunningServer, authorization: str | None, error: str | None
 ) -> None:
     headers = {"Authorization": authorization} if authorization else {}
-    response = httpx.post(server.mcp_url, headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    response = httpx.post(
+        server.settings.mcp_url, headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    )
     assert response.status_code == 401
     challenge = response.headers["www-authenticate"]
     assert challenge.startswith("Bearer ")

@@ -20,9 +20,17 @@ from tests.support.oauth import enrollment_link_token
 from tests.support.tenants import make_member
 
 APPROVE = re.compile(r"^Approve \d+\.\d+ USD$")
+# Who decided, when, and what became of the payment (the heading after a decision).
+DECIDED_BY = r"by person-[0-9a-f]{6}@example\.com at \d{4}-\d\d-\d\d \d\d:\d\d UTC"
 DECIDED = {
-    True: ("You approved this payment.", "Approval: approved"),
-    False: ("You denied this payment. Nothing will be paid.", "Approval: denied"),
+    True: (
+        "You approved this payment.",
+        re.compile(f"^Approved {DECIDED_BY}: the payment (will be made when the agent retries|was made)$"),
+    ),
+    False: (
+        "You denied this payment. Nothing will be paid.",
+        re.compile(f"^Denied {DECIDED_BY}: nothing was paid$"),
+    ),
 }
 
 

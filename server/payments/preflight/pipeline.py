@@ -34,6 +34,7 @@ from server.kit.clock import Clock
 from server.kit.db import Database
 from server.kit.errors import PaywardenError
 from server.kit.money import format_usd
+from server.kit.networks import network_name as name_of_network
 from server.models import Agent, Wallet
 from server.payments.errors import (
     ControlPlaneUnavailable,
@@ -60,7 +61,6 @@ from server.policy.rulebook import rules_for_agent
 from server.policy.rules import Rule
 from server.sellers.client import Judge, SellerClient, SellerRequest, SellerResponse
 from server.sellers.errors import SellerTimeout
-from server.settings import SUPPORTED_NETWORKS
 from server.tenancy.service import agent_with_policy
 from server.vocabulary import WalletMode
 from server.wallets.service import active_wallet
@@ -323,7 +323,7 @@ class Preflight:
 
 
 def insufficient_funds(address: str, selection: Selection, balance: int) -> InsufficientFunds:
-    network_name = SUPPORTED_NETWORKS.get(selection.network, selection.network)
+    network_name = name_of_network(selection.network)
     have = format_usd(balance, atomic=True)
     need = format_usd(selection.amount_atomic, atomic=True)
     short = f"{address[:6]}…{address[-4:]}"

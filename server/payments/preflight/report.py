@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from server.kit.clock import isoformat
 from server.kit.money import format_usd
+from server.kit.networks import network_name
 from server.payments.preflight.diagnosis import Cause, Diagnosis, Status
-from server.settings import SUPPORTED_NETWORKS
 
 PRODUCT = "Paywarden 0.1.0"
 
@@ -32,7 +32,7 @@ def _usdc(atomic: int | None) -> str:
 
 
 def _network(network: str | None) -> str:
-    return SUPPORTED_NETWORKS.get(network or "", network or "its network")
+    return network_name(network) if network else "its network"
 
 
 def _price(d: Diagnosis) -> str:

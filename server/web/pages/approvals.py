@@ -22,16 +22,15 @@ from server.approvals import service as approvals
 from server.approvals.errors import ApprovalNotFound
 from server.kit.errors import InputReason, InvalidInput
 from server.kit.money import format_usd
+from server.kit.networks import is_testnet, network_name
 from server.models import Agent, Approval, Organization
 from server.payments import decisions
-from server.settings import BASE_SEPOLIA, SUPPORTED_NETWORKS
 from server.tenancy.service import find_org, get_agent, set_approval_ttl
 from server.vocabulary import ApprovalStatus, ChallengePurpose, HoldReason, Role
 from server.web.pages.ceremonies import options_answer, read_answer
 from server.web.pages.common import Visit
 
 PATH = "/approvals"
-TESTNETS = frozenset({BASE_SEPOLIA})
 TTL_CHOICES_MINUTES = (5, 10, 15, 30, 60, 120, 240, 480, 1440)
 
 REASONS = {
@@ -88,13 +87,39 @@ class ApprovalView:
     created_at: datetime
     expires_at: datetime
     minutes_left: int
+    # What happened, in one sentence ("Approved by ana@example.com at ...: the payment was made");
+    # None while it waits.
+    outcome: str | None
 
     @property
     def pending(self) -> bool:
         return self.status == ApprovalStatus.PENDING
 
 
-def _view(approval: Approval, agent: Agent, now: datetime) -> ApprovalView:
+def _when(moment: datetime) -> str:
+    return f"{moment.strftime('%Y-%m-%d %H:%M')} UTC"
+
+
+def outcome(approval: Approval, status: ApprovalStatus, decider: str | None) -> str | None:
+    """What became of an approval, as the page's heading says it."""
+    who = decider or "a member"
+    when = _when(approval.decided_at) if approval.decided_at is not None else None
+    if status == ApprovalStatus.PENDING:
+        return None
+    if status == ApprovalStatus.CONSUMED:
+        return f"Approved by {who} at {when}: the payment was made"
+    if status == ApprovalStatus.APPROVED:
+        return f"Approved by {who} at {when}: the payment will be made when the agent retries"
+    if status == ApprovalStatus.DENIED:
+        return f"Denied by {who} at {when}: nothing was paid"
+    if status == ApprovalStatus.EXPIRED and when is not None:
+        return f"Approved by {who} at {when}, but the agent did not retry in time: nothing was paid"
+    if status == ApprovalStatus.EXPIRED:
+        return f"Nobody decided by {_when(approval.expires_at)}: nothing was paid"
+    return "The agent asked again, and a newer approval replaced this one: nothing was paid under it"
+
+
+def _view(approval: Approval, agent: Agent, now: datetime, decider: str | None = None) -> ApprovalView:
     status = approvals.effective_status(approval, now)
     expires_at = approvals.retry_deadline(approval) or approval.expires_at
     folded = len(approval.resource) > RESOURCE_SHOWN_AT_ONCE
@@ -111,8 +136,8 @@ def _view(approval: Approval, agent: Agent, now: datetime) -> ApprovalView:
         pay_to=approval.pay_to,
         pay_to_short=f"{approval.pay_to[:6]}…{approval.pay_to[-4:]}",
         network=approval.network,
-        network_name=SUPPORTED_NETWORKS.get(approval.network, approval.network),
-        testnet=approval.network in TESTNETS,
+        network_name=network_name(approval.network),
+        testnet=is_testnet(approval.network),
         reason=str(approval.reason),
         reason_text=REASONS.get(approval.reason, str(approval.reason)),
         threshold_usd=(
@@ -124,33 +149,48 @@ def _view(approval: Approval, agent: Agent, now: datetime) -> ApprovalView:
         created_at=approval.created_at,
         expires_at=expires_at,
         minutes_left=max(0, int((expires_at - now).total_seconds() + 59) // 60),
+        outcome=outcome(approval, status, decider),
     )
 
 
 def _inbox_of(
-    session: Session, signed_in: SignedIn, now: datetime
+    session: Session, signed_in: SignedIn, now: datetime, *, decided: bool
 ) -> tuple[Organization, list[ApprovalView]]:
-    """The member's organisation and the approvals waiting for them to decide."""
+    """The member's organisation and the approvals waiting for them to decide (or, `decided`,
+    the ones decided lately, newest first)."""
     principal = signed_in.principal
     org = find_org(session, principal, signed_in.member.org_id)
-    rows = approvals.pending_for_decider(session, principal, member=signed_in.member, now=now)
-    return org, [_view(row, get_agent(session, principal, row.agent_id), now) for row in rows]
+    if not decided:
+        rows = approvals.pending_for_decider(session, principal, member=signed_in.member, now=now)
+        return org, [_view(row, get_agent(session, principal, row.agent_id), now) for row in rows]
+    rows = approvals.decided_for_decider(session, principal, member=signed_in.member)
+    return org, [
+        _view(
+            row,
+            get_agent(session, principal, row.agent_id),
+            now,
+            approvals.decider_email(session, principal, row),
+        )
+        for row in rows
+    ]
 
 
 async def inbox(visit: Visit) -> Response:
     services = visit.services
     signed_in = visit.member
     now = services.clock.now()
+    decided = visit.request.query_params.get("tab") == "decided"
 
-    org, waiting = await services.db.reading(_inbox_of, signed_in, now)
+    org, shown = await services.db.reading(_inbox_of, signed_in, now, decided=decided)
     return visit.render(
         "approvals.html",
         {
-            "title": "Approvals",
+            "title": "Decided approvals" if decided else "Approvals",
             "nav": "approvals",
+            "tab": "decided" if decided else "waiting",
             "may_decide": signed_in.member.role.may_approve,
             "is_owner": signed_in.member.role is Role.OWNER,
-            "approvals": waiting,
+            "approvals": shown,
             "ttl_minutes": org.approval_ttl_seconds // 60,
             "ttl_choices": TTL_CHOICES_MINUTES,
             "notice": DONE.get(visit.request.query_params.get("done", "")),
@@ -194,7 +234,8 @@ def _approval_view(session: Session, signed_in: SignedIn, approval_id: str, now:
     """The approval as a member who may decide it sees it; ApprovalNotFound for anyone else."""
     principal = signed_in.principal
     approval = approvals.for_decider(session, principal, member=signed_in.member, approval_id=approval_id)
-    return _view(approval, get_agent(session, principal, approval.agent_id), now)
+    decider = approvals.decider_email(session, principal, approval)
+    return _view(approval, get_agent(session, principal, approval.agent_id), now, decider)
 
 
 async def show(visit: Visit) -> Response:
@@ -216,7 +257,7 @@ async def show(visit: Visit) -> Response:
     return visit.render(
         "approval.html",
         {
-            "title": f"Approve {view.amount_usd} USD to {view.host}?" if view.pending else "Approval",
+            "title": f"Approve {view.amount_usd} USD to {view.host}?" if view.pending else view.outcome,
             "nav": "approvals",
             "approval": view,
             "notice": _notice(visit.request.query_params.get("done", ""), view),

@@ -19,14 +19,19 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
 from auth import errors
+from auth.scopes import scope_words
 from auth.sessions import BROWSER_COOKIE, SESSION_COOKIE, SignedIn, new_browser_secret, resolve_session
 from server.approvals.errors import ApprovalNotFound, ApprovalNotPending
 from server.kit.bodies import RequestTooLarge
 from server.kit.errors import NotFound, PaywardenError
+from server.kit.networks import network_name
 from server.services import Services
 from server.web.http import NO_STORE, services_of
 
 TEMPLATES = Jinja2Templates(directory=Path(__file__).resolve().parents[1] / "templates")
+# Pages name networks and permissions as people say them, never by their ids alone.
+TEMPLATES.env.filters["network_name"] = network_name
+TEMPLATES.env.filters["scope_words"] = scope_words
 BROWSER_COOKIE_AGE = 365 * 24 * 3600
 
 SECURITY_HEADERS = {

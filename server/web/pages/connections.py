@@ -30,6 +30,28 @@ async def show(visit: Visit) -> Response:
     )
 
 
+async def confirm_revoke(visit: Visit) -> Response:
+    """Revoking asks once: this page says what stops, and its button posts the revocation."""
+    services = visit.services
+    grant_id = str(visit.request.path_params["grant_id"])
+    found = [
+        item
+        for item in await services.db.reading(connections, visit.member)
+        if item.grant.id == grant_id and item.may_revoke
+    ]
+    if not found:
+        return visit.message(
+            "No connection here",
+            "There is no connection at this address that you may revoke.",
+            status=404,
+            link=(PATH, "See your connections"),
+        )
+    item = found[0]
+    return visit.render(
+        "revoke.html", {"title": f"Revoke {item.client_name}?", "nav": "connections", "item": item}
+    )
+
+
 async def revoke(visit: Visit) -> Response:
     form = await visit.request.form()
     visit.check_csrf(form.get("csrf"))
