@@ -48,3 +48,19 @@ def freshly_migrated_db(request: pytest.FixtureRequest, tmp_path: Path) -> Itera
 def sqlite_db(tmp_path: Path) -> Iterator[Database]:
     with migrated_database("sqlite", tmp_path) as database:
         yield database
+
+
+@pytest.fixture(scope="module", params=DATABASES)
+def module_db(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
+    """One migrated database per module and kind, SQLite and PostgreSQL in turn: for tests on both
+    databases that share one server per kind (docs/development.md, "Sharing a server")."""
+    with migrated_database(request.param, tmp_path_factory.mktemp("module-db")) as database:
+        yield database
+
+
+@pytest.fixture(scope="module")
+def module_sqlite_db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
+    """One migrated SQLite database for a whole module, for tests that share one server and keep
+    apart by a fresh organisation and agent each (docs/development.md, "Sharing a server")."""
+    with migrated_database("sqlite", tmp_path_factory.mktemp("module-db")) as database:
+        yield database

@@ -5,6 +5,7 @@ from __future__ import annotations
 from mcp.server.mcpserver import MCPServer
 from mcp.server.request_state import RequestStateBoundary
 
+from server.mcp.registry import ToolRegistry
 from server.mcp.tools import (
     diagnose_payment,
     fetch_paid,
@@ -39,13 +40,19 @@ TOOL_MODULES = (
 
 
 def build_mcp_server(services: Services) -> MCPServer:
+    registry = ToolRegistry()
+    for module in TOOL_MODULES:
+        module.register(registry, services)
     mcp: MCPServer = MCPServer(
-        name="paywarden", title="Paywarden", instructions=INSTRUCTIONS, version="0.1.0", log_level="WARNING"
+        name="paywarden",
+        title="Paywarden",
+        instructions=INSTRUCTIONS,
+        version="0.1.0",
+        log_level="WARNING",
+        tools=registry.tools,
     )
     # fetch_paid seals and checks its own requestState (server/mcp/approval_state.py), under a key
     # every process shares, and answers a bad one with a tool error that has a stable code; the
     # SDK's own boundary would seal it again under a per-process key and answer a JSON-RPC error.
     mcp.middleware[:] = [layer for layer in mcp.middleware if not isinstance(layer, RequestStateBoundary)]
-    for module in TOOL_MODULES:
-        module.register(mcp, services)
     return mcp

@@ -10,6 +10,7 @@ import hashlib
 import html
 import struct
 import threading
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -24,9 +25,10 @@ from server.models import Approval, AuditEvent, Organization, PaymentIntent, Web
 from server.vocabulary import Role
 from tests.mcp.test_no_policy_writes import _call_graph, _reachable
 from tests.support.chain import free_port
+from tests.support.clocks import frozen_clock
 from tests.support.ledger import CENT, PAYEE, facts, reserve_now
 from tests.support.oauth import Person, SoftBrowser, csrf_of, enrolled_person
-from tests.support.paywarden import RunningServer
+from tests.support.paywarden import RunningServer, serve
 
 OTHER_PAYEE = "0x2222222222222222222222222222222222222222"
 
@@ -46,6 +48,33 @@ GOLDEN_ENCODING = (
     + b"\x00\x00\x00\x20" + GOLDEN_NONCE
 )  # fmt: skip
 GOLDEN_CHALLENGE = "d4b91d1de7c63b29f5a839965fd50a2b60b26df30acf0e817aabf5dbff319abe"
+
+# Every test enrols its own owner in a new organisation: they share one server and its clock per
+# module and database kind (docs/development.md, "Sharing a server"). The clock only moves
+# forward, and each test reads it as it finds it. Rate limits count per address and minute, which
+# the shared frozen clock never ends; they are not what this module tests.
+UNLIMITED = {
+    "PAYWARDEN_RATE_LIMIT_SIGN_IN": "10000",
+    "PAYWARDEN_RATE_LIMIT_REGISTER": "10000",
+    "PAYWARDEN_RATE_LIMIT_AUTHORIZE": "10000",
+    "PAYWARDEN_RATE_LIMIT_TOKEN": "100000",
+}
+
+
+@pytest.fixture(scope="module", name="clock")
+def fixture_clock() -> FrozenClock:
+    return frozen_clock()
+
+
+@pytest.fixture(name="db")
+def fixture_db(module_db: Database) -> Database:
+    return module_db
+
+
+@pytest.fixture(scope="module", name="server")
+def fixture_server(module_db: Database, clock: FrozenClock) -> Iterator[RunningServer]:
+    with serve(module_db.url, public_host="localhost", clock=clock, extra=UNLIMITED) as running:
+        yield running
 
 
 def _held(db: Database, person: Person, clock: FrozenClock, key: str, **kw: Any) -> Approval:

@@ -4,6 +4,8 @@ page for the person otherwise, and as an RFC 6749 error document at the token en
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import httpx
 import pytest
 from sqlmodel import select
@@ -13,6 +15,7 @@ from server.kit.clock import FrozenClock
 from server.kit.db import Database
 from server.models import AccessToken, AuditEvent
 from server.vocabulary import Role
+from tests.support.clocks import frozen_clock
 from tests.support.oauth import (
     CALLBACK,
     Person,
@@ -28,7 +31,35 @@ from tests.support.oauth import (
     query_of,
     register,
 )
-from tests.support.paywarden import RunningServer
+from tests.support.paywarden import RunningServer, serve
+
+UNLIMITED = {
+    "PAYWARDEN_RATE_LIMIT_SIGN_IN": "10000",
+    "PAYWARDEN_RATE_LIMIT_REGISTER": "10000",
+    "PAYWARDEN_RATE_LIMIT_AUTHORIZE": "10000",
+    "PAYWARDEN_RATE_LIMIT_TOKEN": "100000",
+}
+
+
+# Every test enrols its own person in a new organisation and registers its own clients: they
+# share one server, its clock and one SQLite database per module (docs/development.md,
+# "Sharing a server"). The clock only moves forward, and each test reads it as it finds it.
+@pytest.fixture(scope="module", name="clock")
+def fixture_clock() -> FrozenClock:
+    return frozen_clock()
+
+
+@pytest.fixture(name="sqlite_db")
+def fixture_sqlite_db(module_sqlite_db: Database) -> Database:
+    return module_sqlite_db
+
+
+@pytest.fixture(scope="module", name="server")
+def fixture_server(module_sqlite_db: Database, clock: FrozenClock) -> Iterator[RunningServer]:
+    # Rate limits count per address and minute, and the shared clock never starts a new minute by
+    # itself; they are not what this module tests (other modules of tests/auth are about them).
+    with serve(module_sqlite_db.url, public_host="localhost", clock=clock, extra=UNLIMITED) as running:
+        yield running
 
 
 def _error_redirect(response: httpx.Response, server: RunningServer) -> dict[str, str]:
@@ -163,7 +194,10 @@ def test_a_code_is_used_once_and_its_reuse_revokes_what_it_gave(
     revoked = call_tool(server.settings.mcp_url, first.json()["access_token"], "get_budget")
     assert revoked.status_code == 401
     with sqlite_db.read() as session:
-        types = [event.type for event in session.exec(select(AuditEvent)).all()]
+        types = [
+            event.type
+            for event in session.exec(select(AuditEvent).where(AuditEvent.org_id == owner.agent.org_id)).all()
+        ]
     assert "oauth.code_reused" in types
 
 

@@ -1,4 +1,6 @@
-"""The operator's command line, run as a real subprocess against a real database."""
+"""The operator's command line against a real database: in this process through typer's runner
+where a test runs many commands, and as the installed `paywarden` in a real subprocess where the
+entry point itself is the subject (its exit codes and the refusal to start)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from sqlmodel import select
 
 from server.kit.db import Database
 from server.models import AccessToken, Wallet
-from tests.support.cli import Run, paywarden
+from tests.support.cli import Run, paywarden, run_cli
 from tests.support.databases import database_url
 
 KEY = "0x4c0883a69102937d6231471b5dbb6204fe5129617082792ae468d01a3f362318"
@@ -24,6 +26,13 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> object:
 
 
 def cli(tmp_path: Path, url: str, *args: str, env: dict[str, str] | None = None) -> Run:
+    """A command in this process; a Run, so `.json()` still checks that --json prints one object."""
+    result = run_cli(url, *args, env=env)
+    return Run(result.exit_code, result.stdout, result.stderr)
+
+
+def installed(tmp_path: Path, url: str, *args: str, env: dict[str, str] | None = None) -> Run:
+    """The installed `paywarden` command in a real subprocess."""
     return paywarden(*args, cwd=tmp_path, database_url=url, env=env)
 
 
@@ -146,13 +155,13 @@ def test_errors_are_one_line_on_stderr_with_a_nonzero_exit(tmp_path: Path, url: 
 
 
 def test_a_key_in_configuration_is_refused(tmp_path: Path, url: str) -> None:
-    run = cli(tmp_path, url, "migrate", env={"PAYWARDEN_WALLET": KEY})
+    run = installed(tmp_path, url, "migrate", env={"PAYWARDEN_WALLET": KEY})
     assert run.code == 2
     assert "PAYWARDEN_WALLET looks like a private key" in run.stderr
 
 
 def test_serve_refuses_a_schema_that_is_behind(tmp_path: Path, url: str) -> None:
-    run = cli(tmp_path, url, "serve", "--port", "1")
+    run = installed(tmp_path, url, "serve", "--port", "1")
     assert run.code == 1
     assert "run `paywarden migrate`" in run.stderr
 

@@ -1,5 +1,7 @@
-"""`paywarden doctor` as an operator runs it: a subprocess with no server, no database, no account
-and no key, against crafted sellers on loopback and a real chain. Each cause and each warning
+"""`paywarden doctor` as an operator runs it: no server, no database, no account and no key, against
+crafted sellers on loopback and a real chain. Most tests run the command in this process through
+typer's runner (in an empty working directory); `installed` runs the installed `paywarden` in a
+real subprocess, for one exit code 0 and one exit code 2. Each cause and each warning
 comes from a seller that produces it; the exit code is 0 (no problem), 2 (a problem) or 1 (could
 not run, one line, no traceback); no seller text ever reaches the output; nothing is written."""
 
@@ -14,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from server.cli import app
 from tests.support.chain import Anvil, TestToken, free_port, fresh_wallet
 from tests.support.crafted_seller import CraftedSeller, fixture_crafted_seller  # noqa: F401
 from tests.support.fixtures_chain import FundedWallet
@@ -40,14 +44,44 @@ class Doctor:
         return document
 
 
-@pytest.fixture
-def run(tmp_path: Path, anvil: Anvil, test_usdc: TestToken) -> Any:
-    base = {
+def _base(anvil: Anvil, test_usdc: TestToken) -> dict[str, str]:
+    return {
         "PAYWARDEN_ALLOW_PRIVATE_HOSTS": "1",
         "PAYWARDEN_ASSETS": json.dumps({NETWORK: test_usdc.address}),
         "PAYWARDEN_RPC_URLS": json.dumps({NETWORK: anvil.rpc_url}),
         "PAYWARDEN_FETCH_TIMEOUT_MS": "2000",
     }
+
+
+def _checked(done: Doctor, tmp_path: Path) -> Doctor:
+    assert CANARY not in done.stdout + done.stderr  # no seller text, ever
+    assert "Traceback" not in done.stderr
+    assert list(tmp_path.iterdir()) == []  # no database, no key file, nothing written
+    return done
+
+
+@pytest.fixture
+def run(tmp_path: Path, anvil: Anvil, test_usdc: TestToken, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """doctor in this process, in an empty working directory, with only the PAYWARDEN_* given."""
+    base = _base(anvil, test_usdc)
+    monkeypatch.chdir(tmp_path)
+
+    def doctor(*args: str, env: dict[str, str] | None = None, without: tuple[str, ...] = ()) -> Doctor:
+        environ: dict[str, str | None] = {k: None for k in os.environ if k.startswith("PAYWARDEN_")}
+        environ.update({k: v for k, v in base.items() if k not in without})
+        environ.update({k: None for k in without})
+        environ.update(env or {})
+        # An exception escaping the command fails the test: the operator would see a traceback.
+        result = CliRunner().invoke(app, ["doctor", *args], env=environ, catch_exceptions=False)
+        return _checked(Doctor(result.exit_code, result.stdout, result.stderr), tmp_path)
+
+    return doctor
+
+
+@pytest.fixture
+def installed(tmp_path: Path, anvil: Anvil, test_usdc: TestToken) -> Any:
+    """The installed `paywarden doctor` in a real subprocess."""
+    base = _base(anvil, test_usdc)
 
     def doctor(*args: str, env: dict[str, str] | None = None, without: tuple[str, ...] = ()) -> Doctor:
         environ = {k: v for k, v in os.environ.items() if not k.startswith("PAYWARDEN_")}
@@ -62,19 +96,16 @@ def run(tmp_path: Path, anvil: Anvil, test_usdc: TestToken) -> Any:
             timeout=60,
             check=False,
         )
-        assert CANARY not in done.stdout + done.stderr  # no seller text, ever
-        assert "Traceback" not in done.stderr
-        assert list(tmp_path.iterdir()) == []  # no database, no key file, nothing written
-        return Doctor(done.returncode, done.stdout, done.stderr)
+        return _checked(Doctor(done.returncode, done.stdout, done.stderr), tmp_path)
 
     return doctor
 
 
 def test_no_problem_with_a_funded_wallet_exits_0(
-    run: Any, seller: Seller, funded_wallet: FundedWallet
+    installed: Any, seller: Seller, funded_wallet: FundedWallet
 ) -> None:
     before = seller.payment_signature_counts
-    done = run(seller.url("/premium"), "--wallet", funded_wallet.address, "--json")
+    done = installed(seller.url("/premium"), "--wallet", funded_wallet.address, "--json")
     assert done.code == 0
     found = done.json()
     assert (found["status"], found["cause"], found["warnings"]) == ("no_problem_found", None, [])
@@ -210,8 +241,8 @@ def test_seller_fields_that_are_not_tokens_read_unreadable(run: Any, crafted_sel
     }
 
 
-def test_the_text_report_for_people(run: Any, crafted_seller: CraftedSeller) -> None:
-    done = run(crafted_seller.url(crafted_seller.path("unpayable")))
+def test_the_text_report_for_people(installed: Any, crafted_seller: CraftedSeller) -> None:
+    done = installed(crafted_seller.url(crafted_seller.path("unpayable")))
     assert done.code == 2
     assert done.stdout.startswith("Problem: ")
     assert (

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import anyio
@@ -48,14 +50,42 @@ pytestmark = [pytest.mark.anyio, pytest.mark.chain]
 PREMIUM = 10_000  # 0.01 USDC
 
 
-def _server(
-    db: Database, anvil: Any, test_usdc: TestToken, *, wait_ms: int, clock: Any = None
-) -> RunningServer:
+SHARED_WAIT_MS = 20_000
+_shared: dict[str, RunningServer] = {}
+
+
+# Each test makes its own organisation, agent and approver: the tests that wait the usual 20 s
+# on the real clock share one server per module and database kind (docs/development.md,
+# "Sharing a server"); a test with another wait or a frozen clock still starts its own.
+@pytest.fixture(name="db")
+def fixture_db(module_db: Database) -> Database:
+    return module_db
+
+
+@pytest.fixture(scope="module", autouse=True)
+def waiting_server(module_db: Database, anvil: Any, test_usdc: TestToken) -> Iterator[RunningServer]:
+    with _serve(module_db, anvil, test_usdc, wait_ms=SHARED_WAIT_MS, clock=None) as server:
+        _shared[module_db.url] = server
+        try:
+            yield server
+        finally:
+            del _shared[module_db.url]
+
+
+def _serve(db: Database, anvil: Any, test_usdc: TestToken, *, wait_ms: int, clock: Any) -> RunningServer:
     extra = {
         **chain_environ(rpc_url=anvil.rpc_url, token_address=test_usdc.address),
         "PAYWARDEN_APPROVAL_WAIT_MS": str(wait_ms),
     }
     return serve(db.url, extra=extra, clock=clock)
+
+
+def _server(
+    db: Database, anvil: Any, test_usdc: TestToken, *, wait_ms: int, clock: Any = None
+) -> AbstractContextManager[RunningServer]:
+    if wait_ms == SHARED_WAIT_MS and clock is None:
+        return nullcontext(_shared[db.url])
+    return _serve(db, anvil, test_usdc, wait_ms=wait_ms, clock=clock)
 
 
 def _agent(db: Database, server: RunningServer, wallet: FundedWallet) -> tuple[AgentSetup, str]:

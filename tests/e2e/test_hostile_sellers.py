@@ -44,14 +44,25 @@ MAX_BODY = 65_536
 FETCH_TIMEOUT_MS = 3000
 
 
-@pytest.fixture
-def paywarden(db: Database, anvil: Anvil, test_usdc: TestToken) -> Iterator[RunningServer]:
+# SQL is not what these tests are about: they share one SQLite database and one server per module,
+# and each test keeps to its own organisation and agent (docs/development.md, "Sharing a server").
+@pytest.fixture(name="db")
+def fixture_db(module_sqlite_db: Database) -> Database:
+    return module_sqlite_db
+
+
+@pytest.fixture(scope="module")
+def paywarden(
+    module_sqlite_db: Database, anvil: Anvil, test_usdc: TestToken, hostile_seller: HostileSeller
+) -> Iterator[RunningServer]:
     extra = {
         **chain_environ(rpc_url=anvil.rpc_url, token_address=test_usdc.address),
         "PAYWARDEN_FETCH_TIMEOUT_MS": str(FETCH_TIMEOUT_MS),
         "PAYWARDEN_MAX_RESPONSE_BYTES": str(MAX_BODY),
     }
-    with serve(db.url, extra=extra) as server:
+    # Not about the first-payment hold for a new payee: the catalog pins the seller's payee.
+    pin_payee(module_sqlite_db, url=hostile_seller.url("/"), pay_to=hostile_seller.pay_to)
+    with serve(module_sqlite_db.url, extra=extra) as server:
         yield server
 
 
@@ -59,8 +70,6 @@ def paywarden(db: Database, anvil: Anvil, test_usdc: TestToken) -> Iterator[Runn
 def agent(
     paywarden: RunningServer, db: Database, funded_wallet: FundedWallet, hostile_seller: HostileSeller
 ) -> AgentSetup:
-    # Not about the first-payment hold for a new payee: the catalog pins the seller's payee.
-    pin_payee(db, url=hostile_seller.url("/"), pay_to=hostile_seller.pay_to)
     return make_agent(
         db,
         paywarden.settings,
@@ -550,8 +559,7 @@ async def test_a_key_for_another_request_is_refused(
 async def test_a_wallet_without_funds_is_refused_before_signing(
     paywarden: RunningServer, db: Database, hostile_seller: HostileSeller
 ) -> None:
-    _, empty_key = fresh_wallet()
-    pin_payee(db, url=hostile_seller.url("/"), pay_to=hostile_seller.pay_to)
+    _, empty_key = fresh_wallet()  # the module's server already pins the seller's payee
     setup = make_agent(db, paywarden.settings, allow_hosts=["127.0.0.1"], wallet_key=empty_key)
     path = hostile_seller.path("honest")
     async with mcp_client(paywarden.mcp_url, setup.token) as client:

@@ -34,10 +34,20 @@ from tests.support.tenants import AgentSetup, change_policy, make_agent, pin_pay
 pytestmark = [pytest.mark.anyio, pytest.mark.chain]
 
 
-@pytest.fixture
-def paywarden(db: Database, anvil: Anvil, test_usdc: TestToken) -> Iterator[RunningServer]:
+# SQL is not what these tests are about: they share one SQLite database and one server per module,
+# and each test keeps to its own organisation and agent (docs/development.md, "Sharing a server").
+@pytest.fixture(name="db")
+def fixture_db(module_sqlite_db: Database) -> Database:
+    return module_sqlite_db
+
+
+@pytest.fixture(scope="module")
+def paywarden(
+    module_sqlite_db: Database, anvil: Anvil, test_usdc: TestToken, hostile_seller: HostileSeller
+) -> Iterator[RunningServer]:
     extra = {**chain_environ(rpc_url=anvil.rpc_url, token_address=test_usdc.address)}
-    with serve(db.url, extra=extra) as server:
+    pin_payee(module_sqlite_db, url=hostile_seller.url("/"), pay_to=hostile_seller.pay_to)
+    with serve(module_sqlite_db.url, extra=extra) as server:
         yield server
 
 
@@ -45,7 +55,6 @@ def paywarden(db: Database, anvil: Anvil, test_usdc: TestToken) -> Iterator[Runn
 def agent(
     paywarden: RunningServer, db: Database, funded_wallet: FundedWallet, hostile_seller: HostileSeller
 ) -> AgentSetup:
-    pin_payee(db, url=hostile_seller.url("/"), pay_to=hostile_seller.pay_to)
     return make_agent(db, paywarden.settings, allow_hosts=["127.0.0.1"], wallet_key=funded_wallet.private_key)
 
 

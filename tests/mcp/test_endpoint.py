@@ -17,9 +17,16 @@ from tests.support.tenants import make_agent
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def server(sqlite_db: Database) -> Iterator[RunningServer]:
-    with serve(sqlite_db.url) as running:
+# These tests need only a fresh organisation and agent each: they share one server and one SQLite
+# database per module (docs/development.md, "Sharing a server").
+@pytest.fixture(name="sqlite_db")
+def fixture_sqlite_db(module_sqlite_db: Database) -> Database:
+    return module_sqlite_db
+
+
+@pytest.fixture(scope="module")
+def server(module_sqlite_db: Database) -> Iterator[RunningServer]:
+    with serve(module_sqlite_db.url) as running:
         yield running
 
 

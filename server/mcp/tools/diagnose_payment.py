@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, ToolAnnotations
 
 from auth.scopes import Scope
@@ -12,6 +12,7 @@ from server.mcp.arguments import ABSENT, Headers, MaxAmountUsd, Method, RequestB
 from server.mcp.content import ok_result
 from server.mcp.context import bearer_for, principal_for
 from server.mcp.errors import to_tool_error
+from server.mcp.registry import ToolRegistry
 from server.mcp.schemas import diagnosis as schema
 from server.mcp.schemas.diagnosis import DiagnosisResult
 from server.payments.inputs import validate_fetch_paid
@@ -28,7 +29,7 @@ DESCRIPTION = (
 )
 
 
-def register(mcp: MCPServer, services: Services) -> None:
+def register(mcp: ToolRegistry, services: Services) -> None:
     @mcp.tool(
         name="diagnose_payment",
         title="Why does paying this URL fail?",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 
 from auth.scopes import Scope
@@ -26,6 +26,7 @@ from server.mcp.content import fence, ok_result
 from server.mcp.context import bearer_for, principal_for
 from server.mcp.errors import to_tool_error
 from server.mcp.held_payments import HeldOutcome, HeldPayments
+from server.mcp.registry import ToolRegistry
 from server.mcp.schemas import payments as schema
 from server.mcp.schemas.payments import FetchPaidResult
 from server.payments.inputs import validate_fetch_paid
@@ -46,7 +47,7 @@ DESCRIPTION = (
 )
 
 
-def register(mcp: MCPServer, services: Services) -> None:
+def register(mcp: ToolRegistry, services: Services) -> None:
     held = HeldPayments(services)
 
     @mcp.tool(

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import WithJsonSchema
 from sqlmodel import Session
@@ -20,6 +20,7 @@ from server.approvals.errors import ApprovalNotFound
 from server.mcp.content import ok_result
 from server.mcp.context import principal_for
 from server.mcp.errors import to_tool_error
+from server.mcp.registry import ToolRegistry
 from server.mcp.schemas import approvals as schema
 from server.mcp.schemas.approvals import ApprovalStatusResult
 from server.services import Services
@@ -42,7 +43,7 @@ def _approval_status(
     return schema.approval_status(approvals.agent_view(approvals.get(session, principal, approval_id), now))
 
 
-def register(mcp: MCPServer, services: Services) -> None:
+def register(mcp: ToolRegistry, services: Services) -> None:
     @mcp.tool(
         name="get_approval_status",
         title="Approval status",

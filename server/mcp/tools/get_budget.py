@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, ToolAnnotations
 from sqlmodel import Session
 
@@ -14,6 +14,7 @@ from auth.scopes import Scope
 from server.mcp.content import ok_result
 from server.mcp.context import principal_for
 from server.mcp.errors import to_tool_error
+from server.mcp.registry import ToolRegistry
 from server.mcp.schemas import budget as schema
 from server.mcp.schemas.budget import BudgetResult
 from server.payments.budget import budget
@@ -33,7 +34,7 @@ def _budget_of(session: Session, principal: Principal, *, agent_id: str, now: da
     return schema.budget(budget(session, principal, agent_id=agent_id, now=now))
 
 
-def register(mcp: MCPServer, services: Services) -> None:
+def register(mcp: ToolRegistry, services: Services) -> None:
     @mcp.tool(
         name="get_budget",
         title="Today's budget",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import WithJsonSchema
 from sqlmodel import Session
@@ -15,6 +15,7 @@ from server.kit.errors import InputReason, InvalidInput
 from server.mcp.content import ok_result
 from server.mcp.context import principal_for
 from server.mcp.errors import to_tool_error
+from server.mcp.registry import ToolRegistry
 from server.mcp.schemas import payments as schema
 from server.mcp.schemas.payments import ListPaymentsResult
 from server.payments import ledger
@@ -59,7 +60,7 @@ def _payments_of(
     return schema.payments_list(agent_id, rows)
 
 
-def register(mcp: MCPServer, services: Services) -> None:
+def register(mcp: ToolRegistry, services: Services) -> None:
     @mcp.tool(
         name="list_payments",
         title="Recent payments",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import WithJsonSchema
 from sqlmodel import Session
@@ -22,6 +22,7 @@ from server.mcp.arguments import USD_PATTERN
 from server.mcp.content import ok_result
 from server.mcp.context import principal_for
 from server.mcp.errors import to_tool_error
+from server.mcp.registry import ToolRegistry
 from server.mcp.schemas.rules import ProposeRuleResult
 from server.policy.proposals import (
     DEFAULT_EXPIRES_IN_HOURS,
@@ -88,7 +89,7 @@ def _propose(
     return ProposeRuleResult.of(rule, added=added)
 
 
-def register(mcp: MCPServer, services: Services) -> None:
+def register(mcp: ToolRegistry, services: Services) -> None:
     @mcp.tool(
         name="propose_rule",
         title="Add a restricting spending rule",

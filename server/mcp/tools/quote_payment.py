@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, ToolAnnotations
 
 from auth.scopes import Scope
@@ -16,6 +16,7 @@ from server.mcp.arguments import Headers, MaxAmountUsd, QuoteBody, QuoteMethod, 
 from server.mcp.content import ok_result
 from server.mcp.context import bearer_for, principal_for
 from server.mcp.errors import to_tool_error
+from server.mcp.registry import ToolRegistry
 from server.mcp.schemas import quotes as schema
 from server.mcp.schemas.quotes import QuoteResult
 from server.payments.inputs import validate_quote_payment
@@ -30,7 +31,7 @@ DESCRIPTION = (
 )
 
 
-def register(mcp: MCPServer, services: Services) -> None:
+def register(mcp: ToolRegistry, services: Services) -> None:
     @mcp.tool(
         name="quote_payment",
         title="What would paying this URL do?",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import WithJsonSchema
 from sqlmodel import Session
@@ -17,6 +17,7 @@ from server.mcp.arguments import ABSENT, NO_DEFAULT_IN_SCHEMA, TEXT_AS_SENT, tex
 from server.mcp.content import ok_result
 from server.mcp.context import principal_for
 from server.mcp.errors import to_tool_error
+from server.mcp.registry import ToolRegistry
 from server.mcp.schemas import catalog as schema
 from server.mcp.schemas.catalog import SearchResult
 from server.payments.discovery import (
@@ -75,7 +76,7 @@ def _search(
     return schema.search(search_paid_apis(session, principal, agent_id=agent_id, request=request, now=now))
 
 
-def register(mcp: MCPServer, services: Services) -> None:
+def register(mcp: ToolRegistry, services: Services) -> None:
     @mcp.tool(
         name="search_paid_apis",
         title="Find paid APIs this agent may pay",
