@@ -159,8 +159,8 @@ def test_postgres_needs_the_master_key_variable(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
 def test_concurrent_first_starts_agree_on_one_key(tmp_path: Path, kind: str) -> None:
-    """Several commands start at once on a database no key was ever checked against: one key wins,
-    every process uses it, and its check value is recorded once."""
+    """Several migrations start at once on a database no key was ever checked against: one key
+    wins, every process uses it, and its check value is recorded once."""
     count = 4
     master_key = None if kind == "sqlite" else TEST_MASTER_KEY
     (tmp_path / "data").mkdir()
@@ -175,9 +175,8 @@ def test_concurrent_first_starts_agree_on_one_key(tmp_path: Path, kind: str) -> 
             cwd = tmp_path / f"cwd-{index}"
             cwd.mkdir()
             processes.append(
-                start_paywarden(
-                    "admin", "org", "create", f"org-{index}", cwd=cwd, database_url=url, master_key=master_key
-                )
+                # Only `migrate` and `demo` may make the key file (another command says to migrate).
+                start_paywarden("migrate", cwd=cwd, database_url=url, master_key=master_key)
             )
         runs = [finish(process) for process in processes]
         assert [run.code for run in runs] == [0] * count, [run.stderr for run in runs]
@@ -224,3 +223,20 @@ async def test_a_server_started_with_another_key_does_not_start(db: Database) ->
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         pass  # its own key serves
+
+
+def test_a_command_other_than_migrate_makes_no_key_file(tmp_path: Path) -> None:
+    """A migrated database without its key file: `admin org create` says how to go on, and makes
+    neither a key nor an organisation."""
+    url = f"sqlite:///{tmp_path / 'paywarden.db'}"
+    db = Database(url)
+    try:
+        upgrade(db)
+    finally:
+        db.dispose()
+    run = paywarden("admin", "org", "create", "acme", cwd=tmp_path, database_url=url, master_key=None)
+    assert run.code == 2
+    assert run.stderr.strip().count("\n") == 0
+    assert "does not exist" in run.stderr
+    assert "paywarden migrate" in run.stderr
+    assert not (tmp_path / KEY_FILE).exists()
