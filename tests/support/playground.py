@@ -15,6 +15,7 @@ Every run starts from nothing: a new chain, a new database in a temporary direct
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -108,24 +109,33 @@ class Playground:
 
 class Runner:
     """Runs `paywarden` commands against the playground's database, in its own directory (a
-    `.env` where the person typed `make try` is not read)."""
+    `.env` where the person typed `make try` is not read). The admin commands run in this process
+    (typer's runner), as the CLI tests do: each would otherwise load the same modules again, seconds
+    apiece on a busy machine; `paywarden serve` is the installed command."""
 
     def __init__(self, workdir: Path, environ: dict[str, str]) -> None:
         self.workdir, self.environ = workdir, environ
 
     def json(self, *args: str, extra: Mapping[str, str] | None = None) -> dict[str, Any]:
-        done = subprocess.run(
-            [paywarden_command(), *args, "--json"],
-            cwd=self.workdir,
-            env={**self.environ, **(extra or {})},
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=120,
-        )
-        if done.returncode != 0:
-            raise PlaygroundError(f"`paywarden {' '.join(args)}` failed: {done.stderr.strip()}")
-        answer: dict[str, Any] = json.loads(done.stdout)
+        from typer.testing import CliRunner
+
+        from server.cli import app
+
+        # Only the playground's own PAYWARDEN_* variables: the caller's are unset for the command.
+        unset: dict[str, str | None] = {name: None for name in os.environ if name.startswith("PAYWARDEN_")}
+        playground_only = {
+            name: value for name, value in self.environ.items() if name.startswith("PAYWARDEN_")
+        }
+        with contextlib.chdir(self.workdir):
+            result = CliRunner().invoke(
+                app,
+                [*args, "--json"],
+                env={**unset, **playground_only, **(extra or {})},
+                catch_exceptions=False,
+            )
+        if result.exit_code != 0:
+            raise PlaygroundError(f"`paywarden {' '.join(args)}` failed: {result.stderr.strip()}")
+        answer: dict[str, Any] = json.loads(result.stdout)
         return answer
 
     def serve(self, port: int) -> subprocess.Popen[bytes]:
