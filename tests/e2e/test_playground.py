@@ -35,7 +35,8 @@ STOP_TIMEOUT_S = 30.0
 
 def session_processes(session_id: int) -> list[str]:
     """Every live process of a session (`pid state command`): all that the playground started, and
-    what they started, stay in the session it leads unless one makes a session of its own."""
+    what they started, stay in the session it leads unless one makes a session of its own. A zombie
+    has exited (only its parent, or init once it is orphaned, has yet to collect its status)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -46,7 +47,7 @@ def session_processes(session_id: int) -> list[str]:
             continue  # gone while we looked
         command, _, rest = stat.rpartition(")")
         state, _ppid, _group, session = rest.split()[:4]
-        if int(session) == session_id:
+        if int(session) == session_id and state != "Z":
             found.append(f"{entry.name} {state} {command.partition('(')[2]}")
     return found
 
@@ -84,13 +85,17 @@ def field(text: str, label: str) -> str:
     return match.group(1)
 
 
+Started = tuple[subprocess.Popen[str], str, int, IO[bytes]]
+
+
 @pytest.fixture(name="playground")
-def fixture_playground() -> Iterator[tuple[subprocess.Popen[str], str, int, IO[bytes]]]:
+def fixture_playground(tmp_path: Path) -> Iterator[Started]:
     binary = anvil_binary()
     if binary is None or not binary.is_file():
         require(ANVIL_MISSING)
     port = free_port()
     environ = {name: value for name, value in os.environ.items() if not name.startswith("PAYWARDEN_")}
+    environ["TMPDIR"] = str(tmp_path)  # its temporary directory, even when kill -9 leaves it behind
     with tempfile.TemporaryFile() as errors:
         process = subprocess.Popen(
             [sys.executable, "-m", "tests.support.playground", "--port", str(port)],
@@ -113,7 +118,7 @@ def fixture_playground() -> Iterator[tuple[subprocess.Popen[str], str, int, IO[b
 
 
 async def test_the_playground_pays_holds_and_stops_with_ctrl_c(
-    playground: tuple[subprocess.Popen[str], str, int, IO[bytes]],
+    playground: Started,
 ) -> None:
     process, text, port, errors = playground
     origin = f"http://localhost:{port}"
@@ -161,3 +166,28 @@ async def test_the_playground_pays_holds_and_stops_with_ctrl_c(
     errors.seek(0)
     assert code == 0, errors.read().decode("utf-8", "replace")
     assert session_processes(process.pid) == []
+
+
+def gone_within(session_id: int, seconds: float) -> list[str]:
+    deadline = time.monotonic() + seconds
+    while (left := session_processes(session_id)) and time.monotonic() < deadline:
+        time.sleep(0.1)  # bounded polling: orphans get SIGTERM and take a moment to exit
+    return left
+
+
+@pytest.mark.parametrize("stop", ["ctrl-c in a terminal", "kill -9"])
+def test_nothing_outlives_the_playground(playground: Started, stop: str) -> None:
+    process, _, _, errors = playground
+    children = session_processes(process.pid)
+    assert len(children) >= 3, children  # the playground, anvil and paywarden serve
+    if stop == "kill -9":
+        # Nothing runs on the playground's way out: Linux tells its children (PR_SET_PDEATHSIG).
+        process.kill()
+        process.wait(timeout=STOP_TIMEOUT_S)
+    else:
+        # A terminal's Ctrl-C reaches every process of the foreground group at once.
+        os.killpg(process.pid, signal.SIGINT)
+        code = process.wait(timeout=STOP_TIMEOUT_S)
+        errors.seek(0)
+        assert code == 0, errors.read().decode("utf-8", "replace")
+    assert gone_within(process.pid, STOP_TIMEOUT_S) == []
