@@ -1,4 +1,5 @@
-# Paywarden: `make run` serves a demo on localhost:8402, `make test` runs the suite.
+# Paywarden: `make run` serves a demo on localhost:8402, `make try` a playground that really pays
+# (on a local chain), `make test` runs the suite.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -6,7 +7,7 @@ NODE_DIR := tests/support/node
 NODE_STAMP := $(NODE_DIR)/node_modules/.installed
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: run test lint bench test-deps node-deps chromium haproxy clean
+.PHONY: run try test lint bench test-deps node-deps chromium haproxy clean
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Paywarden needs Python 3.11 or newer")'
@@ -28,6 +29,14 @@ run: $(VENV)/.installed
 	$(VENV)/bin/paywarden migrate
 	$(VENV)/bin/paywarden demo
 	$(VENV)/bin/paywarden serve --host 127.0.0.1 --port 8402
+
+# A playground where an agent really pays, with no real money: anvil, the test USDC token, a funded
+# wallet, a local x402 seller and Paywarden on http://localhost:$(TRY_PORT). Ctrl-C stops it all.
+# It is made of the test harness (tests/support), hence the dev extras and the npm tools.
+TRY_PORT ?= 8402
+
+try: $(VENV)/.installed-dev node-deps
+	$(PY) -m tests.support.playground --port $(TRY_PORT)
 
 # The suite runs across the machine's cores (pytest-xdist); TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= auto

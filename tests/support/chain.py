@@ -7,11 +7,14 @@ loopback HTTP with real signed transactions, as a facilitator would on a real ch
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -49,6 +52,7 @@ DEV_PRIVATE_KEYS: tuple[str, ...] = (
 )
 
 READY_TIMEOUT_S = 15.0
+PR_SET_PDEATHSIG = 1  # prctl(2)
 RECEIPT_TIMEOUT_S = 15.0
 
 
@@ -68,6 +72,14 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def terminate_with_parent() -> None:
+    """In a child between fork and exec: ask Linux to send it SIGTERM when its parent dies."""
+    if sys.platform != "linux":
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def private_key_hex(key: bytes) -> str:
@@ -107,6 +119,9 @@ class Anvil:
     chain_id: int = CHAIN_ID
     accounts: tuple[DevAccount, ...] = DEV_ACCOUNTS
     port: int = 0
+    # Linux: anvil gets SIGTERM when the process that started it dies, even by SIGKILL (the
+    # playground sets it, so no anvil outlives it; a test session has no need for it).
+    die_with_parent: bool = False
     _process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     _stderr: IO[bytes] | None = field(default=None, init=False, repr=False)
     _w3: Web3 | None = field(default=None, init=False, repr=False)
@@ -162,6 +177,7 @@ class Anvil:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=self._stderr,
+            preexec_fn=terminate_with_parent if self.die_with_parent else None,
         )
 
     def _stderr_text(self) -> str:
