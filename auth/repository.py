@@ -452,6 +452,18 @@ class StepUpRepository(Repository[StepUp]):
             == 1
         )
 
+    def live_sudo(self, *, member_id: str, session_id: str, now: datetime) -> bool:
+        """A verified sudo of this member in this session that has not lapsed."""
+        query = (
+            select(col(StepUp.id))
+            .where(col(StepUp.action) == StepUpAction.SUDO)
+            .where(col(StepUp.member_id) == member_id, col(StepUp.session_id) == session_id)
+            .where(col(StepUp.passkey_id).is_not(None), col(StepUp.redeemed_at).is_not(None))
+            .where(col(StepUp.redeemed_at) <= now, col(StepUp.expires_at) > now)
+            .limit(1)
+        )
+        return self.session.execute(query).first() is not None
+
     def purge_expired(self, before: datetime) -> int:
         return _changed(self.session.execute(delete(StepUp).where(col(StepUp.expires_at) < before)))
 

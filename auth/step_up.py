@@ -1,5 +1,6 @@
 """Step-up: a fresh, user-verified assertion by one of a member's own passkeys, asked for before a
-change that a session cookie alone must not be able to make (adding a passkey).
+change that a session cookie alone must not be able to make (adding a passkey, a change that
+widens authority, confirming a change an admin token asked for).
 
 A copied `pw_session` cookie opens the pages, but it holds no passkey: without a step-up it could
 register the copier's own passkey, which would then approve payments. So `begin` hands the page a
@@ -8,6 +9,11 @@ a length-prefixed encoding, as decisions on approvals do), `complete` checks the
 challenge recomputed from the row, and `redeem` spends the verified step-up on the action, once.
 All three live in the database (any server process may serve any step), and a step-up is good for
 `STEP_UP_TTL` from the moment it was asked for.
+
+A sudo step-up is redeemed by its own verification: from then on, for `PAYWARDEN_SUDO_SECONDS`,
+`has_recent_sudo` says yes for that member in that browser session only. A confirmation step-up
+names one pending change, and its challenge also commits to that change's hash, so the passkey
+signs that exact change and no other.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 import struct
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlmodel import Session
@@ -41,8 +48,17 @@ def _field(value: str | bytes) -> bytes:
     return struct.pack(">I", len(data)) + data
 
 
-def challenge_for(row: StepUp) -> bytes:
-    """What the passkey signs: the action, for whom, in which session, and the row's nonce."""
+@dataclass(frozen=True)
+class Subject:
+    """What a confirmation step-up is about: a pending change's id and its hash (hex)."""
+
+    id: str
+    change_hash: str
+
+
+def challenge_for(row: StepUp, subject: Subject | None = None) -> bytes:
+    """What the passkey signs: the action, for whom, in which session, the row's nonce, and for a
+    confirmation the pending change's id and hash."""
     fields: list[str | bytes] = [
         str(row.action),
         row.id,
@@ -51,11 +67,21 @@ def challenge_for(row: StepUp) -> bytes:
         row.session_id,
         row.nonce,
     ]
+    if row.pending_change_id is not None:
+        if subject is None or subject.id != row.pending_change_id:
+            raise ChallengeExpired()
+        fields += [subject.id, subject.change_hash]
     return hashlib.sha256(DOMAIN + b"".join(_field(item) for item in fields)).digest()
 
 
 def begin(
-    session: Session, *, rp: RelyingParty, signed_in: SignedIn, action: StepUpAction, now: datetime
+    session: Session,
+    *,
+    rp: RelyingParty,
+    signed_in: SignedIn,
+    action: StepUpAction,
+    now: datetime,
+    subject: Subject | None = None,
 ) -> Ceremony:
     """A challenge that only one of the signed-in member's own passkeys can answer."""
     member = signed_in.member
@@ -72,10 +98,11 @@ def begin(
         nonce=secrets.token_bytes(NONCE_BYTES),
         created_at=now,
         expires_at=now + STEP_UP_TTL,
+        pending_change_id=subject.id if subject is not None else None,
     )
     options = generate_authentication_options(
         rp_id=rp.rp_id,
-        challenge=challenge_for(row),
+        challenge=challenge_for(row, subject),
         timeout=int(STEP_UP_TTL.total_seconds() * 1000),
         user_verification=UserVerificationRequirement.REQUIRED,
         allow_credentials=[
@@ -107,20 +134,26 @@ def complete(
     step_up: StepUp,
     credential: object,
     now: datetime,
+    subject: Subject | None = None,
+    sudo_seconds: int = 300,
 ) -> str:
     """Check the answer to a claimed step-up: one of the member's own passkeys, user verified, over
-    the challenge recomputed from the row. Returns the step-up's id, now redeemable."""
+    the challenge recomputed from the row (and the subject, for a confirmation). Returns the
+    step-up's id, now redeemable; a sudo is redeemed at once and lasts `sudo_seconds`."""
     if step_up.member_id != signed_in.member.id or step_up.session_id != signed_in.session_id:
         raise ChallengeExpired()
     passkey = verify_confirmation(
         session,
         rp=rp,
         member=signed_in.member,
-        expected_challenge=challenge_for(step_up),
+        expected_challenge=challenge_for(step_up, subject),
         credential=credential,
         now=now,
     )
     step_up.passkey_id = passkey.id
+    if step_up.action == StepUpAction.SUDO:
+        step_up.redeemed_at = now
+        step_up.expires_at = now + timedelta(seconds=sudo_seconds)
     StepUpRepository(session).add(step_up)
     audit(
         session,
@@ -148,3 +181,9 @@ def redeem(
         now=now,
     ):
         raise StepUpRequired()
+
+
+def has_recent_sudo(session: Session, *, member_id: str, session_id: str, now: datetime) -> bool:
+    """Whether this member confirmed a sudo with a user-verified passkey in this browser session,
+    and it has not lapsed. Read from the database, so every process answers alike."""
+    return StepUpRepository(session).live_sudo(member_id=member_id, session_id=session_id, now=now)

@@ -88,6 +88,8 @@ class Settings(BaseSettings):
     refresh_grace_seconds: int = Field(default=10, ge=0, le=60)
     session_ttl: int = Field(default=12 * 3600, ge=600, le=30 * 86_400)
     enroll_ttl: int = Field(default=86_400, ge=600, le=30 * 86_400)
+    # How long a passkey confirmation (sudo) lets a session make changes that widen authority.
+    sudo_seconds: int = Field(default=300, ge=30, le=3600)
     rate_limit_sign_in: int = Field(default=20, ge=1, le=10_000)
     rate_limit_register: int = Field(default=20, ge=1, le=10_000)
     rate_limit_token: int = Field(default=120, ge=1, le=100_000)

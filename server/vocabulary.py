@@ -159,9 +159,19 @@ class ChallengePurpose(StrEnum):
 
 
 class StepUpAction(StrEnum):
-    """What a step-up (a fresh passkey assertion on top of a session) allows, once."""
+    """What a step-up (a fresh passkey assertion on top of a session) allows."""
 
-    ADD_PASSKEY = "add_passkey"
+    ADD_PASSKEY = "add_passkey"  # once
+    SUDO = "sudo"  # widening changes from this session's pages, for PAYWARDEN_SUDO_SECONDS
+    CONFIRM_CHANGE = "confirm_change"  # one pending change asked for through the admin API
+
+
+class PendingChangeKind(StrEnum):
+    """A change made with an admin token that widens authority, so waits for a member's passkey."""
+
+    POLICY = "policy"  # a policy change that raises a cap, adds a host or removes a denied one
+    NEW_CREDENTIAL = "new_credential"  # an agent token for its MCP endpoint
+    ROLE_CHANGE = "role_change"  # a member's role, upward
 
 
 class PayToMode(StrEnum):

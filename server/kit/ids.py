@@ -25,6 +25,7 @@ PREFIXES = {
     "passkey": "pkey",
     "challenge": "wch",
     "step_up": "stp",
+    "change": "chg",
 }
 
 

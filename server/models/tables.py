@@ -24,6 +24,7 @@ from server.vocabulary import (
     NotificationStatus,
     Origin,
     PayToMode,
+    PendingChangeKind,
     Role,
     RuleKind,
     RuleScope,
@@ -327,6 +328,30 @@ class StepUp(SQLModel, table=True):
     answered_at: datetime | None = _ts(nullable=True)
     passkey_id: str | None = Field(default=None, max_length=40)
     redeemed_at: datetime | None = _ts(nullable=True)
+    # A confirmation of one pending change: the challenge also commits to that change's hash.
+    pending_change_id: str | None = Field(default=None, foreign_key="pending_changes.id", max_length=40)
+
+
+class PendingChange(SQLModel, table=True):
+    """A change asked for with an admin token that widens authority: stored as asked, applied only
+    when a member confirms it with a passkey whose challenge commits to `change_hash`, before
+    `expires_at`. `result_sealed` holds what the confirming member is shown once (a new token's
+    secret, sealed with the master key) until that member's page has shown it."""
+
+    __tablename__ = "pending_changes"
+
+    id: str = Field(primary_key=True, max_length=40)
+    org_id: str = Field(foreign_key="organizations.id", index=True, max_length=40)
+    kind: PendingChangeKind = _enum(PendingChangeKind, 20)
+    asked_by: str = Field(max_length=80)  # the admin token's actor, "token:tok_..."
+    subject_id: str = Field(max_length=40)  # the agent or the member it changes
+    change_json: str = Field(sa_column=Column(Text, nullable=False))
+    change_hash: str = Field(max_length=64)  # SHA-256 of change_json, hex
+    created_at: datetime = _ts()
+    expires_at: datetime = _ts(index=True)
+    confirmed_at: datetime | None = _ts(nullable=True)
+    confirmed_by: str | None = Field(default=None, foreign_key="members.id", max_length=40)
+    result_sealed: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
 
 
 class RateLimitBucket(SQLModel, table=True):

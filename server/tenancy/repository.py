@@ -7,14 +7,15 @@ agent row. Names and emails are looked up within one organisation, never across 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, ClassVar
 
-from sqlalchemy import and_, bindparam, func, select
+from sqlalchemy import and_, bindparam, func, select, update
 from sqlalchemy.orm import aliased
 from sqlmodel import col
 
 from server.kit.repository import Reader, ReaderShape, TenantRepository, reader_shape, scope_params, scoped
-from server.models import Agent, Member, Organization, PolicyVersion, Team
+from server.models import Agent, Member, Organization, PendingChange, PolicyVersion, Team
 
 # The statement of `AgentRepository.with_current_policy`, built once per shape of reader
 # (unrestricted, of no organisation, of an organisation, of one agent), its values bound.
@@ -119,3 +120,18 @@ class AgentRepository(TenantRepository[Agent]):
         if org_id is not None:
             statement = statement.where(Agent.org_id == org_id)
         return self._all(statement.order_by(col(Agent.org_id)))
+
+
+class PendingChangeRepository(TenantRepository[PendingChange]):
+    model = PendingChange
+
+    def confirm(self, reader: Reader, change_id: str, *, member_id: str, now: datetime) -> bool:
+        """Mark this organisation's live, unconfirmed change confirmed by `member_id`, once."""
+        statement = (
+            update(PendingChange)
+            .where(col(PendingChange.id) == change_id, col(PendingChange.org_id) == reader.org_id)
+            .where(col(PendingChange.confirmed_at).is_(None), col(PendingChange.expires_at) > now)
+            .values(confirmed_at=now, confirmed_by=member_id)
+        )
+        result = self.session.execute(statement)
+        return getattr(result, "rowcount", 0) == 1

@@ -13,7 +13,7 @@ from starlette.staticfiles import StaticFiles
 from server.settings import Settings
 from server.web import oauth, wellknown
 from server.web.api import routes as admin_api
-from server.web.pages import account, approvals, connections, enroll, home, signin
+from server.web.pages import account, approvals, changes, connections, enroll, home, signin, sudo
 from server.web.pages.common import page
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -40,6 +40,22 @@ def routes(settings: Settings) -> list[BaseRoute]:
         Route("/enroll/{token}/options", endpoint=page(enroll.enroll_options, json=True), methods=["POST"]),
         Route("/enroll/{token}/verify", endpoint=page(enroll.enroll_verify, json=True), methods=["POST"]),
         Route(account.PATH, endpoint=page(account.show, signed_in=True), methods=["GET"]),
+        Route(sudo.PATH, endpoint=page(sudo.show, signed_in=True), methods=["GET"]),
+        Route(
+            f"{sudo.PATH}/options", endpoint=page(sudo.options, signed_in=True, json=True), methods=["POST"]
+        ),
+        Route(f"{sudo.PATH}/verify", endpoint=page(sudo.verify, signed_in=True, json=True), methods=["POST"]),
+        Route(f"{changes.PATH}/{{change_id}}", endpoint=page(changes.show, signed_in=True), methods=["GET"]),
+        Route(
+            f"{changes.PATH}/{{change_id}}/options",
+            endpoint=page(changes.options, signed_in=True, json=True),
+            methods=["POST"],
+        ),
+        Route(
+            f"{changes.PATH}/{{change_id}}/verify",
+            endpoint=page(changes.verify, signed_in=True, json=True),
+            methods=["POST"],
+        ),
         Route(
             f"{account.PATH}/step-up/options",
             endpoint=page(account.step_up_options, signed_in=True, json=True),

@@ -11,7 +11,7 @@ from pydantic.json_schema import JsonSchemaMode
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from server.web.api.schemas import ProblemDocument
+from server.web.api.schemas import ConfirmationRequired, ProblemDocument
 from server.web.http import services_of
 
 REF = "#/components/schemas/"
@@ -40,6 +40,7 @@ class Operation:
     status: int = 200
     csv: bool = False  # also answers text/csv (with `format=csv`)
     conflict: bool = False  # may answer 409 (the change contradicts the state)
+    confirms: bool = False  # may answer 202: a widening change waits for a member's passkey
 
     @property
     def writes(self) -> bool:
@@ -50,7 +51,10 @@ class Operation:
 def document(operations: tuple[Operation, ...], *, server_url: str) -> dict[str, Any]:
     schemas: dict[str, Any] = {}
     paths: dict[str, Any] = {}
-    described: list[tuple[type[BaseModel], JsonSchemaMode]] = [(ProblemDocument, "serialization")]
+    described: list[tuple[type[BaseModel], JsonSchemaMode]] = [
+        (ProblemDocument, "serialization"),
+        (ConfirmationRequired, "serialization"),
+    ]
     for item in operations:
         described.append((item.answer, "serialization"))
         if item.body is not None:
@@ -91,6 +95,13 @@ def _operation(operation: Operation) -> dict[str, Any]:
     }
     if operation.not_found:
         responses["404"] = {"description": "Not in this organisation.", "content": PROBLEM}
+    if operation.confirms:
+        responses["202"] = {
+            "description": "The change widens authority: it waits for a member to confirm it with a "
+            "passkey at `confirmationUrl` (also the `Location`), and is made only then.",
+            "headers": {"Location": {"description": "The confirmation page.", "schema": {"type": "string"}}},
+            "content": {"application/json": {"schema": {"$ref": f"{REF}ConfirmationRequired"}}},
+        }
     if operation.conflict:
         responses["409"] = {"description": "The change contradicts the current state.", "content": PROBLEM}
     described: dict[str, Any] = {

@@ -8,11 +8,14 @@ from datetime import datetime
 from pydantic import BaseModel
 from sqlmodel import Session
 from starlette.requests import Request
+from starlette.responses import Response
 
 from auth.principal import Principal
 from server.models import Member
+from server.tenancy.changes import widens_role
 from server.tenancy.service import find_member, members, set_member_disabled, set_member_role, teams
 from server.vocabulary import Role
+from server.web.api.confirmations import ask_for_member, confirmation_required
 from server.web.api.parts import body_of, now_of, path, reading, writing
 from server.web.api.schemas import MemberDocument, MemberList, RoleChange, TeamDocument, TeamList
 
@@ -53,18 +56,29 @@ async def enable_member(request: Request, principal: Principal) -> BaseModel:
     return await writing(request, _switch, principal, member_id, disabled=False, now=now_of(request))
 
 
-def _change_role(
+def _lower_role(
     session: Session, principal: Principal, member_id: str, *, role: Role, now: datetime
-) -> MemberDocument:
+) -> MemberDocument | None:
+    """The role change made at once when it lowers (or keeps) the role; None when it raises it."""
     row = _member(session, principal, member_id)
+    if widens_role(row.role, role):
+        return None
     set_member_role(session, principal, member=row, role=role, now=now)
     return MemberDocument.of(row)
 
 
-async def change_member(request: Request, principal: Principal) -> BaseModel:
+async def change_member(request: Request, principal: Principal) -> BaseModel | Response:
+    """A lower role is given at once; a higher one waits for a member's passkey (202)."""
     change = await body_of(request, RoleChange)
     member_id = path(request, "member_id")
-    return await writing(request, _change_role, principal, member_id, role=change.role, now=now_of(request))
+    now = now_of(request)
+    lowered = await writing(request, _lower_role, principal, member_id, role=change.role, now=now)
+    if lowered is not None:
+        return lowered
+    row = await writing(
+        request, ask_for_member, principal, member_id, change={"role": str(change.role)}, now=now
+    )
+    return confirmation_required(request, row)
 
 
 def _teams(session: Session, principal: Principal) -> TeamList:

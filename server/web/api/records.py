@@ -17,8 +17,10 @@ from auth.principal import Principal
 from server.audit.service import events_page
 from server.payments import ledger
 from server.payments.repository import PaymentFilter
-from server.policy.service import PolicySettings, narrow_policy
+from server.policy.service import SudoRequired, narrow_policy
+from server.tenancy.changes import policy_settings
 from server.tenancy.service import agent_with_policy, get_agent
+from server.web.api.confirmations import ask_policy
 from server.web.api.handlers import payment_filter
 from server.web.api.parts import body_of, instant, now_of, page_size, path, reading, writing
 from server.web.api.problems import Problem
@@ -49,22 +51,19 @@ def _narrow(
     session: Session, principal: Principal, agent_id: str, asked: PolicyNarrowing, *, now: datetime
 ) -> PolicyDocument:
     agent = get_agent(session, principal, agent_id)
-    clear = asked.allowHosts == []  # an empty list allows no host at all
-    allow: tuple[str, ...] = tuple(asked.allowHosts or ())
-    settings = PolicySettings(
-        max_usd_per_tx=asked.maxUsdPerTx,
-        daily_cap_usd=asked.dailyCapUsd,
-        allow_hosts=allow,
-        clear_allow_hosts=clear,
-        deny_hosts=tuple(asked.denyHosts or ()),
-    )
+    settings = policy_settings(asked.model_dump(exclude_none=True))
     policy = narrow_policy(session, agent=agent, settings=settings, actor=principal.actor, now=now)
     return PolicyDocument(agentId=agent.id, policyVersion=policy.version, policy=policy.to_document())
 
 
-async def change_policy(request: Request, principal: Principal) -> BaseModel:
+async def change_policy(request: Request, principal: Principal) -> BaseModel | Response:
+    """A narrowing is made at once; one that widens waits for a member's passkey (202)."""
     asked = await body_of(request, PolicyNarrowing)
-    return await writing(request, _narrow, principal, path(request, "agent_id"), asked, now=now_of(request))
+    agent_id = path(request, "agent_id")
+    try:
+        return await writing(request, _narrow, principal, agent_id, asked, now=now_of(request))
+    except SudoRequired:
+        return await ask_policy(request, principal, agent_id, asked.model_dump(exclude_none=True))
 
 
 def _export(session: Session, principal: Principal, only: PaymentFilter) -> PaymentExport:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from starlette.routing import BaseRoute, Route
 
 from server.vocabulary import ApprovalStatus, IntentStatus
-from server.web.api import handlers, openapi, oversight, people, records, tokens
+from server.web.api import confirmations, handlers, openapi, oversight, people, records, tokens
 from server.web.api.openapi import Operation, Parameter
 from server.web.api.parts import DEFAULT_PAGE, MAX_PAGE, Handler, endpoint
 from server.web.api.schemas import (
@@ -16,6 +16,8 @@ from server.web.api.schemas import (
     ApprovalList,
     AuditEventPage,
     AuditVerification,
+    ChangeDocument,
+    ConfirmationRequired,
     ConnectionDocument,
     ConnectionList,
     MemberDocument,
@@ -28,7 +30,6 @@ from server.web.api.schemas import (
     TeamList,
     TokenDocument,
     TokenIssue,
-    TokenIssued,
     TokenList,
 )
 
@@ -38,6 +39,7 @@ AGENT_ID = Parameter("agent_id", "path", {"type": "string"}, "The agent's id.")
 MEMBER_ID = Parameter("member_id", "path", {"type": "string"}, "The member's id (or email).")
 CONNECTION_ID = Parameter("connection_id", "path", {"type": "string"}, "The connection's (grant's) id.")
 APPROVAL_ID = Parameter("approval_id", "path", {"type": "string"}, "The approval's id.")
+CHANGE_ID = Parameter("change_id", "path", {"type": "string"}, "The pending change's id (chg_...).")
 TOKEN_ID = Parameter("token_id", "path", {"type": "string"}, "The token's id (tok_...).")
 CURSOR = Parameter("cursor", "query", {"type": "string"}, "The `nextCursor` of the page before.")
 LIMIT = Parameter(
@@ -110,13 +112,15 @@ _TABLE: tuple[tuple[Operation, Handler], ...] = (
         Operation(
             "/agents/{agent_id}/policy",
             "narrowAgentPolicy",
-            "Narrow the agent's policy (a new version): lower caps, fewer allowed hosts, more denied "
-            "ones. A change that widens answers 403 sudo_required.",
+            "Change the agent's policy (a new version). Lower caps, fewer allowed hosts and more "
+            "denied ones are made at once; a change that widens answers 202 and waits for a "
+            "member's passkey.",
             PolicyDocument,
             (AGENT_ID,),
             not_found=True,
             method="patch",
             body=PolicyNarrowing,
+            confirms=True,
         ),
         records.change_policy,
     ),
@@ -135,13 +139,14 @@ _TABLE: tuple[tuple[Operation, Handler], ...] = (
         Operation(
             "/agents/{agent_id}/tokens",
             "issueAgentToken",
-            "Issue a token for the agent's MCP endpoint: the answer shows it once.",
-            TokenIssued,
+            "Ask for a token for the agent's MCP endpoint: it waits for a member's passkey (202), "
+            "and the confirmation page shows it once.",
+            ConfirmationRequired,
             (AGENT_ID,),
             not_found=True,
             method="post",
             body=TokenIssue,
-            status=201,
+            status=202,
         ),
         tokens.issue_token,
     ),
@@ -165,13 +170,15 @@ _TABLE: tuple[tuple[Operation, Handler], ...] = (
         Operation(
             "/members/{member_id}",
             "changeMember",
-            "Give a member another role (the last enabled owner keeps theirs).",
+            "Give a member another role (the last enabled owner keeps theirs). A lower role is "
+            "given at once; a higher one answers 202 and waits for a member's passkey.",
             MemberDocument,
             (MEMBER_ID,),
             not_found=True,
             method="patch",
             body=RoleChange,
             conflict=True,
+            confirms=True,
         ),
         people.change_member,
     ),
@@ -198,6 +205,17 @@ _TABLE: tuple[tuple[Operation, Handler], ...] = (
             method="post",
         ),
         people.enable_member,
+    ),
+    (
+        Operation(
+            "/changes/{change_id}",
+            "getChange",
+            "A change that waits for a member's passkey, and whether it was confirmed.",
+            ChangeDocument,
+            (CHANGE_ID,),
+            not_found=True,
+        ),
+        confirmations.show_change,
     ),
     (
         Operation("/teams", "listTeams", "The organisation's teams, oldest first.", TeamList),

@@ -151,6 +151,30 @@ class PolicyNarrowing(Document):
     denyHosts: list[str] | None = Field(default=None, description="Every host denied now, and more.")
 
 
+class ConfirmationRequired(Document):
+    """A change that widens authority, stored and waiting: a member with the right role confirms it
+    with a passkey at `confirmationUrl` before `expiresAt`, or nothing changes."""
+
+    status: Literal["confirmation_required"] = "confirmation_required"
+    changeId: str
+    confirmationUrl: str = Field(description="The page where a member confirms the change with a passkey.")
+    expiresAt: datetime
+
+
+class ChangeDocument(Document):
+    """A change an admin token asked for, and whether a member confirmed it."""
+
+    id: str
+    kind: Literal["policy", "new_credential", "role_change"]
+    subjectId: str = Field(description="The agent or member the change is about.")
+    status: Literal["pending", "confirmed", "expired"]
+    askedBy: str
+    confirmedBy: str | None
+    createdAt: datetime
+    expiresAt: datetime
+    confirmedAt: datetime | None
+
+
 class TokenDocument(Document):
     id: str
     kind: Literal["agent", "admin"]

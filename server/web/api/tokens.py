@@ -1,21 +1,24 @@
-"""The admin API's agent tokens: list an agent's working tokens (never a secret), issue one (its
-secret shown in that answer only) and revoke one. Issuing will ask for a sudo confirmation once
-that exists; today an admin:write token issues directly."""
+"""The admin API's agent tokens: list an agent's working tokens (never a secret), ask for one and
+revoke one. A new token widens what can pay, so issuing waits for a member's passkey: the answer
+is 202 with the confirmation page, which shows the token once after confirming."""
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from pydantic import BaseModel
 from sqlmodel import Session
 from starlette.requests import Request
+from starlette.responses import Response
 
 from auth.principal import Principal
-from auth.scopes import Scope
-from auth.tokens import TokenNotFound, issue_access_token, live_tokens, revoke_token
+from auth.tokens import TokenNotFound, live_tokens, revoke_token
 from server.tenancy.service import get_agent
+from server.vocabulary import PendingChangeKind
+from server.web.api.confirmations import ask_for_agent, confirmation_required
 from server.web.api.parts import body_of, now_of, path, reading, writing
-from server.web.api.schemas import TokenDocument, TokenIssue, TokenIssued, TokenList
+from server.web.api.schemas import TokenDocument, TokenIssue, TokenList
 from server.web.http import services_of
 
 
@@ -29,31 +32,24 @@ async def list_tokens(request: Request, principal: Principal) -> BaseModel:
     return await reading(request, _tokens, principal, path(request, "agent_id"), now=now_of(request))
 
 
-def _issue(
-    session: Session, principal: Principal, agent_id: str, asked: TokenIssue, *, audience: str, now: datetime
-) -> TokenIssued:
-    agent = get_agent(session, principal, agent_id)
-    issued = issue_access_token(
-        session,
-        org_id=agent.org_id,
-        agent_id=agent.id,
-        scopes=frozenset(Scope(name) for name in asked.scopes),
-        audience=audience,
-        ttl_seconds=asked.ttlSeconds,
-        created_by=principal.actor,
-        now=now,
-        label=asked.label,
-    )
-    return TokenIssued(
-        id=issued.token_id, token=issued.token, scopes=list(issued.scopes), expiresAt=issued.expires_at
-    )
-
-
-async def issue_token(request: Request, principal: Principal) -> BaseModel:
+async def issue_token(request: Request, principal: Principal) -> Response:
     asked = await body_of(request, TokenIssue)
-    audience = services_of(request).settings.mcp_url
-    agent_id = path(request, "agent_id")
-    return await writing(request, _issue, principal, agent_id, asked, audience=audience, now=now_of(request))
+    change: dict[str, Any] = {
+        "scopes": sorted(asked.scopes),
+        "ttlSeconds": asked.ttlSeconds,
+        "label": asked.label,
+        "audience": services_of(request).settings.mcp_url,
+    }
+    row = await writing(
+        request,
+        ask_for_agent,
+        principal,
+        path(request, "agent_id"),
+        kind=PendingChangeKind.NEW_CREDENTIAL,
+        change=change,
+        now=now_of(request),
+    )
+    return confirmation_required(request, row)
 
 
 def _revoke(

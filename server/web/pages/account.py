@@ -10,7 +10,7 @@ from sqlmodel import Session
 from starlette.responses import Response
 
 from auth import step_up
-from auth.errors import LastPasskey
+from auth.errors import ChallengeExpired, LastPasskey
 from auth.passkeys import (
     Ceremony,
     RelyingParty,
@@ -79,6 +79,8 @@ async def step_up_verify(visit: Visit) -> Response:
     now = services.clock.now()
     # Two units of work: the challenge is spent even if the answer to it is then refused.
     claimed = await services.db.writing(step_up.claim, body.get("challengeId"), signed_in=signed_in, now=now)
+    if claimed.action != StepUpAction.ADD_PASSKEY:
+        raise ChallengeExpired()
     step_up_id = await services.db.writing(
         step_up.complete,
         rp=services.relying_party,

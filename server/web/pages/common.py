@@ -26,6 +26,7 @@ from server.kit.bodies import RequestTooLarge
 from server.kit.errors import NotFound, PaywardenError
 from server.kit.networks import network_name
 from server.services import Services
+from server.tenancy.changes import ChangeNotFound, ChangeNotPending, ConfirmForbidden
 from server.web.http import NO_STORE, services_of
 
 TEMPLATES = Jinja2Templates(directory=Path(__file__).resolve().parents[1] / "templates")
@@ -63,6 +64,9 @@ _STATUS = {
     NotFound.code: 404,
     ApprovalNotFound.code: 404,
     ApprovalNotPending.code: 409,
+    ChangeNotFound.code: 404,
+    ChangeNotPending.code: 409,
+    ConfirmForbidden.code: 403,
     RequestTooLarge.code: 413,
 }
 
