@@ -96,7 +96,7 @@ def ask(
         type="change.asked",
         actor=principal.actor,
         subject_id=row.id,
-        data={"changeId": row.id, "kind": str(kind), "subjectId": subject_id, "changeHash": row.change_hash},
+        data={"changeId": row.id, "kind": str(kind), "subjectId": subject_id, "change": change},
         now=now,
     )
     return row
@@ -201,7 +201,7 @@ def confirm(
             "kind": str(row.kind),
             "subjectId": row.subject_id,
             "askedBy": row.asked_by,
-            "changeHash": row.change_hash,
+            "change": change_of(row),
             "passkeyId": claimed.passkey_id,
         },
         now=now,

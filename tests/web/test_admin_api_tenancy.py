@@ -43,6 +43,8 @@ def test_another_organisations_token_sees_and_changes_nothing(server: RunningSer
     grant_id = make_connection(db, server, mine.agent_id, name="hidden-robot")
     mine_writer = admin_token(db, server, mine.org_id, frozenset({Scope.ADMIN_WRITE}))
     token_id = call(server, "get", f"/agents/{mine.agent_id}/tokens", mine_writer).json()["tokens"][0]["id"]
+    asked = call(server, "post", f"/agents/{mine.agent_id}/tokens", mine_writer, body=BODIES["TokenIssue"])
+    change_id = asked.json()["changeId"]
     theirs = make_agent(db, server.settings, allow_hosts=["api.example.com"], name="their-agent")
     intruder = admin_token(db, server, theirs.org_id, frozenset({Scope.ADMIN_WRITE}))
     before = {path: call(server, "get", path, mine_writer).json() for path in _state_paths(mine.agent_id)}
@@ -53,6 +55,7 @@ def test_another_organisations_token_sees_and_changes_nothing(server: RunningSer
         "token_id": token_id,
         "connection_id": grant_id,
         "approval_id": held.approval.id,
+        "change_id": change_id,
     }
     secrets = [
         mine.agent_id,
@@ -60,6 +63,7 @@ def test_another_organisations_token_sees_and_changes_nothing(server: RunningSer
         token_id,
         grant_id,
         held.approval.id,
+        change_id,
         "secret-agent",
         "hidden-owner",
         "hidden-team",
