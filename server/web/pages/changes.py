@@ -48,6 +48,11 @@ def _hosts(hosts: list[str]) -> str:
     return ", ".join(hosts) if hosts else "none"
 
 
+def _lifetime(seconds: int) -> str:
+    hours = seconds / 3600
+    return f"{hours / 24:g} days" if hours >= 48 else f"{hours:g} hours"
+
+
 def _words(session: Session, signed_in: SignedIn, row: PendingChange) -> tuple[str, list[str]]:
     principal = signed_in.principal
     change = changes.change_of(row)
@@ -68,9 +73,8 @@ def _words(session: Session, signed_in: SignedIn, row: PendingChange) -> tuple[s
         return f"Change what agent {agent.name} may pay", lines
     if row.kind == PendingChangeKind.NEW_CREDENTIAL:
         agent, _ = agent_with_policy(session, principal, row.subject_id)
-        hours = int(change["ttlSeconds"]) / 3600
         lines = [f"It may: {word}" for word in scope_words(" ".join(change["scopes"]))]
-        lines.append(f"It works for {hours:g} hours from when you confirm")
+        lines.append(f"It works for {_lifetime(int(change['ttlSeconds']))} from when it is confirmed")
         if change.get("label"):
             lines.append(f"Label: {change['label']}")
         return f"Issue a new token for agent {agent.name}", lines
