@@ -46,10 +46,12 @@ from server.payments.repository import FindingRepository, IntentRepository
 from server.policy.repository import PolicyVersionRepository, RuleVersionRepository
 from server.policy.rulebook import RuleNotFound, ScopeNotFound, add_rule, change_rule, remove_rule
 from server.policy.rules import RuleTarget
+from server.tenancy.changes import ask
 from server.tenancy.repository import (
     AgentRepository,
     MemberRepository,
     OrganizationRepository,
+    PendingChangeRepository,
     TeamRepository,
 )
 from server.tenancy.service import (
@@ -68,6 +70,7 @@ from server.vocabulary import (
     ChallengePurpose,
     FindingKind,
     NotificationStatus,
+    PendingChangeKind,
     RuleKind,
     RuleScope,
     RuleWindow,
@@ -235,6 +238,18 @@ def _notification(session: Session, world: World) -> str:
     return row.id
 
 
+def _pending_change(session: Session, world: World) -> str:
+    row = ask(
+        session,
+        admin(world.a1.org_id),
+        kind=PendingChangeKind.ROLE_CHANGE,
+        subject_id=world.member_id,
+        change={"role": "owner"},
+        now=SystemClock().now(),
+    )
+    return row.id
+
+
 @dataclass(frozen=True)
 class Case:
     name: str
@@ -284,6 +299,7 @@ CASES = [
     ),
     Case("connection", GrantRepository, lambda s, w: w.grant_id, agent_owned=True),
     Case("passkey", PasskeyRepository, lambda s, w: w.passkey_id, agent_owned=False),
+    Case("pending change", PendingChangeRepository, _pending_change, agent_owned=False),
     Case(
         "agent a member may connect", DelegableAgentRepository, lambda s, w: w.a1.agent_id, agent_owned=True
     ),

