@@ -172,6 +172,7 @@ class PendingChangeKind(StrEnum):
     POLICY = "policy"  # a policy change that raises a cap, adds a host or removes a denied one
     NEW_CREDENTIAL = "new_credential"  # an agent token for its MCP endpoint
     ROLE_CHANGE = "role_change"  # a member's role, upward
+    INVITE = "invite"  # a new member, and their enrolment link
 
 
 class PayToMode(StrEnum):

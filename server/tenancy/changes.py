@@ -6,7 +6,8 @@ member with the right role opens its confirmation page, reads it in words, and c
 user-verified passkey whose challenge commits to that hash (a confirmation step-up:
 auth/step_up.py). `confirm` then checks the assertion, marks the change confirmed once, and applies
 it as made by that member, in one unit of work; its audit event names the token that asked. A new
-token's secret is sealed with the master key and shown once, to that member, on the page.
+token's secret (or a new member's enrolment link) is sealed with the master key and shown once, to
+that member, on the page.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from server.kit.ids import new_id
 from server.models import Member, PendingChange, StepUp
 from server.policy.service import PolicySettings, update_policy
 from server.tenancy.repository import PendingChangeRepository
-from server.tenancy.service import find_member, get_agent, set_member_role
+from server.tenancy.service import create_member, find_member, find_org, get_agent, set_member_role
 from server.vocabulary import PendingChangeKind, Role, StepUpAction
 
 PENDING_TTL = timedelta(minutes=10)
@@ -126,7 +127,10 @@ def find_change(session: Session, principal: Principal, change_id: str) -> Pendi
 def may_confirm(member: Member, row: PendingChange) -> bool:
     if member.org_id != row.org_id or member.disabled_at is not None:
         return False
-    if row.kind == PendingChangeKind.ROLE_CHANGE and change_of(row).get("role") == Role.OWNER:
+    if (
+        row.kind in (PendingChangeKind.ROLE_CHANGE, PendingChangeKind.INVITE)
+        and change_of(row).get("role") == Role.OWNER
+    ):
         return member.role == Role.OWNER
     return member.role in (Role.OWNER, Role.ADMIN)
 
@@ -247,6 +251,17 @@ def _apply(session: Session, signed_in: SignedIn, row: PendingChange, *, now: da
             label=change.get("label"),
         )
         return issued.token
+    if row.kind == PendingChangeKind.INVITE:
+        created = create_member(
+            session,
+            org=find_org(session, principal, row.org_id),
+            email=str(change["email"]),
+            role=Role(change["role"]),
+            actor=principal.actor,
+            now=now,
+            enroll_ttl=timedelta(seconds=int(change["enrollTtlSeconds"])),
+        )
+        return f"{change['pagesUrl']}/enroll/{created.enroll_token}"
     member = find_member(session, principal, row.subject_id, org_id=row.org_id)
     set_member_role(session, principal, member=member, role=Role(change["role"]), now=now)
     return None

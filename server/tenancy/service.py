@@ -253,6 +253,14 @@ def parse_role(text: str) -> Role:
         raise InvalidInput(InputReason.INVALID_ROLE) from exc
 
 
+def clean_email(email: str) -> str:
+    """A member's email as stored (trimmed, lower case), or invalid_input."""
+    cleaned = email.strip().lower()
+    if not _EMAIL.match(cleaned):
+        raise InvalidInput(InputReason.INVALID_EMAIL)
+    return cleaned
+
+
 def create_member(
     session: Session,
     *,
@@ -263,9 +271,7 @@ def create_member(
     now: datetime,
     enroll_ttl: timedelta = ENROLL_TTL,
 ) -> NewMember:
-    email = email.strip().lower()
-    if not _EMAIL.match(email):
-        raise InvalidInput(InputReason.INVALID_EMAIL)
+    email = clean_email(email)
     enrollment = new_enrollment(now, ttl=enroll_ttl)
     member = Member(
         id=new_id("member"),
@@ -288,6 +294,12 @@ def create_member(
         now=now,
     )
     return NewMember(member, enrollment.token)
+
+
+def has_member_email(session: Session, principal: Principal, *, email: str, org_id: str) -> bool:
+    """Whether the organisation has a member with this (cleaned) email."""
+    member = MemberRepository(session).by_id_or_email(principal, email, org_id=org_id)
+    return member is not None and member.email == email
 
 
 def find_member(session: Session, principal: Principal, ref: str, *, org_id: str) -> Member:

@@ -261,3 +261,32 @@ def test_lowering_and_demoting_never_wait_and_a_new_owner_needs_an_owner(
     roles = {m["email"]: m["role"] for m in call(server, "get", "/members", writer).json()["members"]}
     assert roles["helper@example.com"] == "owner"
     admin.browser.close()
+
+
+def test_an_invitation_waits_and_its_enrolment_link_is_shown_once(
+    server: RunningServer, db: Database, owner: Person, writer: str
+) -> None:
+    def emails() -> list[str]:
+        return [m["email"] for m in call(server, "get", "/members", writer).json()["members"]]
+
+    before = emails()
+    asked = call(
+        server, "post", "/members", writer, body={"email": "New.Person@Example.com", "role": "approver"}
+    )
+    assert asked.status_code == 202, asked.text
+    assert emails() == before
+    problem(call(server, "post", "/members", writer, body={"email": "not-an-email"}), 400, "invalid_input")
+    page = _page_path(asked)
+    assert "Invite new.person@example.com as approver" in owner.browser.get(page).text
+
+    assert _confirm(owner.browser, page).status_code == 200
+    assert sorted(emails()) == sorted([*before, "new.person@example.com"])
+    shown = owner.browser.get(page).text
+    link = shown.split('<code class="secret">', 1)[1].split("</code>", 1)[0]
+    assert link.startswith(f"{server.settings.pages_url}/enroll/")
+    assert "/enroll/" not in owner.browser.get(page).text  # once
+    with SoftBrowser(server) as newcomer:
+        newcomer.enroll(link.rsplit("/", 1)[1])
+        assert "new.person@example.com" in newcomer.get("/admin").text
+    again = call(server, "post", "/members", writer, body={"email": "new.person@example.com"})
+    problem(again, 400, "name_taken")

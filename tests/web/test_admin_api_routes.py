@@ -14,7 +14,6 @@ import jsonschema  # type: ignore[import-untyped]
 import pytest
 
 from auth.scopes import Scope
-from auth.tokens import find_by_secret
 from server.kit.clock import SystemClock
 from server.kit.db import Database
 from server.vocabulary import Role

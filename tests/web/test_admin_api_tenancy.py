@@ -22,6 +22,7 @@ from tests.support.tenants import make_agent, make_member, make_team
 BODIES = {
     "PolicyNarrowing": {"dailyCapUsd": "0.50"},
     "RoleChange": {"role": "viewer"},
+    "MemberInvite": {"email": "newcomer@example.com", "role": "viewer"},
     "TokenIssue": {"scopes": ["payments:read"]},
 }
 
@@ -86,8 +87,8 @@ def test_another_organisations_token_sees_and_changes_nothing(server: RunningSer
         answer = call(server, operation.method, path, intruder, body=body)
         if "{" in operation.path:
             assert answer.status_code in {403, 404}, f"{where}: {answer.status_code} {answer.text}"
-        else:
-            assert answer.status_code == 200, f"{where}: {answer.text}"
+        else:  # its own organisation's (an invitation waits there for its own members' passkeys)
+            assert answer.status_code == operation.status, f"{where}: {answer.text}"
         assert not any(secret in answer.text for secret in secrets), f"{where} showed {answer.text}"
         if query:  # the first organisation's agent as a filter is not found either
             filtered = call(server, operation.method, path, intruder, body=body, **query)

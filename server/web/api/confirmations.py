@@ -16,10 +16,10 @@ from starlette.responses import JSONResponse, Response
 from auth.principal import Principal
 from server.models import PendingChange
 from server.tenancy import changes
-from server.tenancy.service import find_member, get_agent
-from server.vocabulary import PendingChangeKind
-from server.web.api.parts import now_of, path, reading, writing
-from server.web.api.schemas import ChangeDocument, ConfirmationRequired
+from server.tenancy.service import NameTaken, clean_email, find_member, get_agent, has_member_email
+from server.vocabulary import PendingChangeKind, Role
+from server.web.api.parts import body_of, now_of, path, reading, writing
+from server.web.api.schemas import ChangeDocument, ConfirmationRequired, MemberInvite
 from server.web.http import NO_STORE, services_of
 
 
@@ -43,6 +43,27 @@ def ask_for_member(
     member = find_member(session, principal, member_id, org_id=principal.org_id)
     return changes.ask(
         session, principal, kind=PendingChangeKind.ROLE_CHANGE, subject_id=member.id, change=change, now=now
+    )
+
+
+def ask_to_invite(
+    session: Session,
+    principal: Principal,
+    *,
+    email: str,
+    role: Role,
+    enroll_ttl: int,
+    pages_url: str,
+    now: datetime,
+) -> PendingChange:
+    """An invitation waits too: the enrolment link it makes is a credential for a new passkey."""
+    assert principal.org_id is not None
+    cleaned = clean_email(email)
+    if has_member_email(session, principal, email=cleaned, org_id=principal.org_id):
+        raise NameTaken(field="email")
+    change = {"email": cleaned, "role": str(role), "enrollTtlSeconds": enroll_ttl, "pagesUrl": pages_url}
+    return changes.ask(
+        session, principal, kind=PendingChangeKind.INVITE, subject_id=principal.org_id, change=change, now=now
     )
 
 
@@ -74,6 +95,23 @@ def _document(session: Session, principal: Principal, change_id: str, *, now: da
 
 async def show_change(request: Request, principal: Principal) -> BaseModel:
     return await reading(request, _document, principal, path(request, "change_id"), now=now_of(request))
+
+
+async def invite_member(request: Request, principal: Principal) -> Response:
+    """Invite a member: it waits for a member's passkey (202); the page shows the enrolment link."""
+    asked = await body_of(request, MemberInvite)
+    settings = services_of(request).settings
+    row = await writing(
+        request,
+        ask_to_invite,
+        principal,
+        email=asked.email,
+        role=asked.role,
+        enroll_ttl=settings.enroll_ttl,
+        pages_url=settings.pages_url,
+        now=now_of(request),
+    )
+    return confirmation_required(request, row)
 
 
 async def ask_policy(

@@ -21,6 +21,7 @@ from server.web.api.schemas import (
     ConnectionDocument,
     ConnectionList,
     MemberDocument,
+    MemberInvite,
     MemberList,
     PaymentExport,
     PaymentPage,
@@ -165,6 +166,19 @@ _TABLE: tuple[tuple[Operation, Handler], ...] = (
     (
         Operation("/members", "listMembers", "The organisation's members, oldest first.", MemberList),
         people.list_members,
+    ),
+    (
+        Operation(
+            "/members",
+            "inviteMember",
+            "Invite a member with a role: it waits for a member's passkey (202), and the "
+            "confirmation page shows the one-time enrolment link.",
+            ConfirmationRequired,
+            method="post",
+            body=MemberInvite,
+            status=202,
+        ),
+        confirmations.invite_member,
     ),
     (
         Operation(

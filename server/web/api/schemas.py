@@ -120,6 +120,11 @@ class RoleChange(Document):
     role: Role
 
 
+class MemberInvite(Document):
+    email: str = Field(min_length=3, max_length=254, description="The new member's email.")
+    role: Role = Role.APPROVER
+
+
 class TeamDocument(Document):
     id: str
     name: str
@@ -165,7 +170,7 @@ class ChangeDocument(Document):
     """A change an admin token asked for, and whether a member confirmed it."""
 
     id: str
-    kind: Literal["policy", "new_credential", "role_change"]
+    kind: Literal["policy", "new_credential", "role_change", "invite"]
     subjectId: str = Field(description="The agent or member the change is about.")
     status: Literal["pending", "confirmed", "expired"]
     askedBy: str

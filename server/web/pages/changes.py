@@ -34,6 +34,7 @@ class ChangeView:
     """A pending change as the page says it; every string is rendered as escaped text."""
 
     id: str
+    kind: PendingChangeKind
     heading: str
     lines: list[str]
     asked_by: str
@@ -78,6 +79,15 @@ def _words(session: Session, signed_in: SignedIn, row: PendingChange) -> tuple[s
         if change.get("label"):
             lines.append(f"Label: {change['label']}")
         return f"Issue a new token for agent {agent.name}", lines
+    if row.kind == PendingChangeKind.INVITE:
+        hours = int(change["enrollTtlSeconds"]) // 3600
+        return (
+            f"Invite {change['email']} as {change['role']}",
+            [
+                f"Role: {change['role']}",
+                f"They get a one-time link to create their passkey, usable for {_lifetime(hours * 3600)}",
+            ],
+        )
     member = find_member(session, principal, row.subject_id, org_id=row.org_id)
     return (
         f"Give {member.email} the role {change['role']}",
@@ -96,6 +106,7 @@ def _view(
     )
     view = ChangeView(
         id=row.id,
+        kind=row.kind,
         heading=heading,
         lines=lines,
         asked_by=row.asked_by.removeprefix("token:"),
@@ -134,7 +145,8 @@ async def show(visit: Visit) -> Response:
         {
             "title": view.heading if view.status == "pending" else "Change confirmed",
             "change": view,
-            "token": secret,
+            "token": secret if view.kind != PendingChangeKind.INVITE else None,
+            "enroll_url": secret if view.kind == PendingChangeKind.INVITE else None,
         },
     )
 
