@@ -5,14 +5,19 @@ make changes that widen authority for PAYWARDEN_SUDO_SECONDS. Freshness lives in
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 
+import anyio
 import httpx
 import pytest
+from starlette.requests import Request
 
-from auth.sessions import resolve_session
+from auth.sessions import new_browser_secret, resolve_session
 from auth.step_up import has_recent_sudo
 from server.kit.clock import FrozenClock
 from server.kit.db import Database
+from server.web.pages.common import Visit
+from server.web.pages.sudo import sudo_or_redirect
 from tests.support.oauth import Person, SoftBrowser, csrf_of, enrolled_person
 from tests.support.paywarden import RunningServer, serve
 
@@ -161,3 +166,42 @@ def test_sudo_asks_a_visitor_to_sign_in_first(server_on: RunningServer) -> None:
         answer = anonymous.get("/account/sudo?next=/approvals")
     assert answer.status_code == 302
     assert answer.headers["location"].startswith("/login?next=")
+
+
+def _visit(server: RunningServer, browser: SoftBrowser, path: str, query: bytes = b"") -> Visit:
+    """The visit a page handler gets for a POST to `path` from this browser."""
+    secret = str(browser.http.cookies.get("pw_session"))
+    with server.services.db.read() as session:
+        signed_in = resolve_session(session, secret, now=server.services.clock.now())
+    scope = {"type": "http", "method": "POST", "path": path, "query_string": query, "headers": []}
+    return Visit(
+        request=Request(scope),
+        services=server.services,
+        signed_in=signed_in,
+        session_secret=secret,
+        browser_secret=new_browser_secret(),
+        new_browser_cookie=False,
+    )
+
+
+def test_a_page_handler_is_sent_to_sudo_and_back_until_it_is_fresh(
+    server_on: RunningServer, member: Person, clock: FrozenClock
+) -> None:
+    visit = _visit(server_on, member.browser, "/agents/agt_1/policy")
+    sent = anyio.run(partial(sudo_or_redirect, visit, next_path="/agents/agt_1?tab=policy"))
+    assert sent is not None
+    assert (sent.status_code, sent.headers["location"]) == (
+        303,
+        "/account/sudo?next=%2Fagents%2Fagt_1%3Ftab%3Dpolicy",
+    )
+    here = anyio.run(sudo_or_redirect, _visit(server_on, member.browser, "/agents/agt_1", b"tab=rules"))
+    assert here is not None
+    assert here.headers["location"] == "/account/sudo?next=%2Fagents%2Fagt_1%3Ftab%3Drules"
+    off_site = anyio.run(partial(sudo_or_redirect, visit, next_path="//evil.example/"))
+    assert off_site is not None
+    assert off_site.headers["location"] == "/account/sudo?next=%2Fadmin"
+
+    assert _sudo(member.browser).status_code == 200
+    assert anyio.run(sudo_or_redirect, visit) is None
+    clock.advance(301)
+    assert anyio.run(sudo_or_redirect, visit) is not None
