@@ -56,7 +56,9 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     with op.batch_alter_table("step_ups", schema=None) as batch_op:
-        batch_op.drop_constraint(batch_op.f("fk_step_ups_pending_change_id_pending_changes"), type_="foreignkey")
+        batch_op.drop_constraint(
+            batch_op.f("fk_step_ups_pending_change_id_pending_changes"), type_="foreignkey"
+        )
         batch_op.drop_column("pending_change_id")
     op.execute("DELETE FROM step_ups WHERE action IN ('sudo', 'confirm_change')")
     with op.batch_alter_table("pending_changes", schema=None) as batch_op:
