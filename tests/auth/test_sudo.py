@@ -205,3 +205,16 @@ def test_a_page_handler_is_sent_to_sudo_and_back_until_it_is_fresh(
     assert anyio.run(sudo_or_redirect, visit) is None
     clock.advance(301)
     assert anyio.run(sudo_or_redirect, visit) is not None
+
+
+def test_a_sudo_confirmed_on_one_server_counts_on_another(
+    server_on: RunningServer, member: Person, db: Database, clock: FrozenClock
+) -> None:
+    """Two servers on one database, as two processes behind one name would be."""
+    assert _sudo(member.browser).status_code == 200
+    with serve(db.url, public_host="localhost", clock=clock) as other:
+        cookie = str(member.browser.http.cookies.get("pw_session"))
+        with httpx.Client(base_url=other.settings.pages_origin, cookies={"pw_session": cookie}) as there:
+            assert "You confirmed recently" in there.get("/account/sudo?next=/approvals").text
+            clock.advance(301)
+            assert "You confirmed recently" not in there.get("/account/sudo?next=/approvals").text
