@@ -6,6 +6,7 @@ turns it into the next policy, validated, so every entry point changes a policy 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -31,6 +32,8 @@ from server.policy.model import (
 from server.policy.repository import PolicyVersionRepository
 from server.policy.rules import clean_path_prefix
 from server.settings import SUPPORTED_NETWORKS
+
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}")
 
 
 class _Keep(Enum):
@@ -197,7 +200,7 @@ def changes_from_settings(current: Policy, settings: PolicySettings) -> PolicyCh
     if settings.clear_pay_to_deny:
         pay_to_deny = ()
     elif settings.pay_to_deny:
-        pay_to_deny = tuple(settings.pay_to_deny)
+        pay_to_deny = _payees("pay-to-deny", settings.pay_to_deny)
     max_usd_per_tx = _optional_usd("max-per-tx", settings.max_usd_per_tx)
     daily_cap_usd = _optional_usd("daily-cap", settings.daily_cap_usd)
     step_up: Decimal | Literal[_Keep.KEEP] | None = KEEP
@@ -220,6 +223,17 @@ def changes_from_settings(current: Policy, settings: PolicySettings) -> PolicyCh
         allow_catalog_hosts=settings.allow_catalog_hosts,
         verified_sellers_only=settings.verified_sellers_only,
     )
+
+
+def _payees(name: str, values: Sequence[str]) -> tuple[str, ...]:
+    """Payee addresses as 0x and 40 hex digits, each once (compared without case)."""
+    out: list[str] = []
+    for value in values:
+        if not _ADDRESS.fullmatch(value):
+            raise PolicyError(f"{name}: {value!r} is not an address such as 0x followed by 40 hex digits")
+        if value.lower() not in {kept.lower() for kept in out}:
+            out.append(value)
+    return tuple(out)
 
 
 def _optional_usd(name: str, value: str | None) -> Decimal | None:

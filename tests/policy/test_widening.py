@@ -80,3 +80,14 @@ def test_setting_a_limit_where_there_was_none_narrows() -> None:
         challenge_max_usd="1",
     )
     assert widened(bare, apply_changes(bare, changes_from_settings(bare, settings))) == []
+
+
+def test_a_payee_that_is_not_an_address_is_refused_naming_the_setting() -> None:
+    from server.policy.model import PolicyError
+
+    with pytest.raises(PolicyError, match="pay-to-deny: 'bob' is not an address"):
+        changes_from_settings(CURRENT, PolicySettings(pay_to_deny=["bob"]))
+    twice = changes_from_settings(
+        CURRENT, PolicySettings(pay_to_deny=[PAYEE, PAYEE.upper().replace("0X", "0x")])
+    )
+    assert twice.pay_to_deny == (PAYEE,)
