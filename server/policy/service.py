@@ -171,7 +171,9 @@ def changes_from_settings(current: Policy, settings: PolicySettings) -> PolicyCh
             max_usd=usd_setting("velocity-usd", settings.velocity_max_usd)
             if settings.velocity_max_usd
             else current.velocity.max_usd,
-            window_seconds=settings.velocity_window_seconds or current.velocity.window_seconds,
+            window_seconds=current.velocity.window_seconds
+            if settings.velocity_window_seconds is None
+            else settings.velocity_window_seconds,
         )
     challenge = None
     if settings.challenge_hosts or settings.challenge_path_prefixes or settings.challenge_max_usd is not None:
