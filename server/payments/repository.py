@@ -294,7 +294,8 @@ class IntentRepository(TenantRepository[PaymentIntent]):
         )
         if reader.agent_id is not None:
             statement = statement.where(col(PaymentIntent.agent_id) == reader.agent_id)
-        return [(str(agent), when, int(amount)) for agent, when, amount in self.session.exec(statement)]
+        rows = self.session.exec(statement)
+        return [(str(agent), when, int(amount)) for agent, when, amount in rows if when is not None]
 
     def pay_to_known(self, *, org_id: str, pay_to: str) -> bool:
         """Whether the organisation ever sent a payment to this payee (any agent)."""

@@ -45,7 +45,7 @@ def test_bars_stack_per_day_in_proportion_to_the_amounts() -> None:
         title="Spend, last 30 days",
         description="Per day and agent.",
     )
-    assert chart.totals[0] == 40_000 and chart.totals[2] == 30_000 and chart.totals[1] == 0
+    assert chart.totals[:3] == (40_000, 0, 30_000)
     root = ET.fromstring(chart.svg)
     assert root.get("role") == "img"
     assert root.find(f"{SVG}title").text == "Spend, last 30 days"  # type: ignore[union-attr]
@@ -60,9 +60,7 @@ def test_bars_stack_per_day_in_proportion_to_the_amounts() -> None:
     assert heights[1] == pytest.approx(3 * heights[0], rel=0.01)
     assert heights[2] == pytest.approx(heights[1], rel=0.01)
     # The day's second stack sits right on top of its first.
-    assert float(bars[0].get("y", "0")) == pytest.approx(
-        float(bars[1].get("y", "0")) + heights[1], abs=0.11
-    )
+    assert float(bars[0].get("y", "0")) == pytest.approx(float(bars[1].get("y", "0")) + heights[1], abs=0.11)
     # The 40,000 day reaches the top tick exactly (the axis is 0..0.04).
     assert chart.ticks[-1] == 40_000
     top_line = min(float(line.get("y1", "0")) for line in root.findall(f"{SVG}line"))
@@ -84,9 +82,7 @@ def test_an_empty_month_draws_an_axis_and_no_bar() -> None:
 
 
 def test_names_are_escaped_so_an_agent_name_cannot_add_markup() -> None:
-    chart = stacked_bars(
-        DAYS, [Series('<script>x</script>"&', _values(d0=1))], title="<b>", description="&"
-    )
+    chart = stacked_bars(DAYS, [Series('<script>x</script>"&', _values(d0=1))], title="<b>", description="&")
     root = ET.fromstring(chart.svg)  # still one well-formed SVG document
     assert "<script>" not in chart.svg
     assert root.find(f"{SVG}rect/{SVG}title").text.startswith('<script>x</script>"&')  # type: ignore[union-attr]
