@@ -15,9 +15,11 @@ from server.kit.money import format_usd
 # Fills that stay apart for the common kinds of colour blindness (Okabe and Ito's palette); the
 # legend and the table say which agent each is, so no reading depends on telling them apart.
 FILLS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
-WIDTH = 640
-HEIGHT = 260
-_LEFT, _RIGHT, _TOP, _BOTTOM = 64, 8, 12, 32
+# Small enough a drawing that its 14-unit labels stay readable when a phone shrinks it to fit.
+WIDTH = 480
+HEIGHT = 240
+FONT = 14
+_LEFT, _RIGHT, _TOP, _BOTTOM = 60, 8, 12, 32
 _TICKS = 4
 
 
@@ -89,9 +91,10 @@ def stacked_bars(
             'stroke="#767676" stroke-width="0.5"/>'
         )
         parts.append(
-            f'<text class="tick" x="{_LEFT - 6}" y="{y + 4:.1f}" text-anchor="end" font-size="12" '
+            f'<text class="tick" x="{_LEFT - 6}" y="{y + 4:.1f}" text-anchor="end" font-size="{FONT}" '
             f'fill="#1a1a1a">{escape(usd_label(tick))}</text>'
         )
+    labelled = -7
     slot = plot_w / max(len(days), 1)
     bar = slot * 0.7
     for index, day in enumerate(days):
@@ -108,10 +111,12 @@ def stacked_bars(
                 f'height="{y_bottom - y_top:.1f}" fill="{FILLS[number % len(FILLS)]}">'
                 f"<title>{escape(item.label)}, {day.isoformat()}: {escape(usd_label(amount))}</title></rect>"
             )
-        if index % 7 == 0 or index == len(days) - 1:
+        # Every seventh day, and the last unless it would crowd the one before.
+        if index % 7 == 0 or (index == len(days) - 1 and index - labelled >= 4):
+            labelled = index
             parts.append(
                 f'<text class="day" x="{x + bar / 2:.1f}" y="{HEIGHT - 10}" text-anchor="middle" '
-                f'font-size="12" fill="#1a1a1a">{day.strftime("%m-%d")}</text>'
+                f'font-size="{FONT}" fill="#1a1a1a">{day.strftime("%m-%d")}</text>'
             )
     parts.append(
         f'<line class="axis" x1="{_LEFT}" y1="{base}" x2="{WIDTH - _RIGHT}" y2="{base}" '

@@ -71,7 +71,7 @@ def test_the_axes_are_labelled_in_dollars_and_by_day() -> None:
     chart = stacked_bars(DAYS, [Series("alpha", _values(d5=2_500_000))], title="t", description="d")
     texts = [text.text for text in ET.fromstring(chart.svg).iter(f"{SVG}text")]
     assert texts[:5] == ["$0.00", "$1.00", "$2.00", "$3.00", "$4.00"]
-    assert texts[5:] == ["11-01", "11-08", "11-15", "11-22", "11-29", "11-30"]
+    assert texts[5:] == ["11-01", "11-08", "11-15", "11-22", "11-29"]  # 11-30 would crowd 11-29
 
 
 def test_an_empty_month_draws_an_axis_and_no_bar() -> None:
@@ -93,3 +93,10 @@ def test_values_must_match_the_days_and_never_be_negative() -> None:
         stacked_bars(DAYS, [Series("a", (1, 2))], title="t", description="d")
     with pytest.raises(ValueError, match="negative"):
         stacked_bars(DAYS, [Series("a", _values(d0=-1))], title="t", description="d")
+
+
+def test_the_last_day_is_labelled_when_it_has_room() -> None:
+    days = DAYS[:26]
+    chart = stacked_bars(days, [], title="t", description="d")
+    texts = [text.text for text in ET.fromstring(chart.svg).iter(f"{SVG}text")]
+    assert texts[5:] == ["11-01", "11-08", "11-15", "11-22", "11-26"]
