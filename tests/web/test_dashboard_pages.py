@@ -18,10 +18,10 @@ from sqlmodel import select
 
 from server.kit.clock import FrozenClock
 from server.kit.db import Database
-from server.models import AccessToken, Agent, AuditEvent
+from server.models import AccessToken, Agent, AuditEvent, OutOfPolicyFinding
 from server.policy.model import Policy
 from server.policy.service import current_policy
-from server.vocabulary import Role
+from server.vocabulary import FindingKind, Role
 from server.web.pages import agents as agent_pages
 from tests.support.clocks import frozen_clock
 from tests.support.oauth import Person, csrf_of, enrolled_person
@@ -135,6 +135,23 @@ def test_the_agent_page_shows_policy_wallet_payments_and_tokens(
     write_payments(
         sqlite_db, org_id=owner.agent.org_id, agents=[paying.agent_id], count=5, now=clock.now(), days=2
     )
+    with sqlite_db.write() as session:
+        session.add(
+            OutOfPolicyFinding(
+                id="oop_dashboard1",
+                org_id=owner.agent.org_id,
+                agent_id=paying.agent_id,
+                wallet_address="0x" + "22" * 20,
+                network="eip155:84532",
+                asset="0x036CbD53842c5426634e7929541eC2318f3dCF7e",
+                tx_hash="0x" + "ef" * 32,
+                log_index=0,
+                block_number=7,
+                kind=FindingKind.PAY_TO_MISMATCH,
+                amount_atomic=250_000,
+                detected_at=clock.now(),
+            )
+        )
     page = owner.browser.get(f"/admin/agents/{paying.agent_id}")
     assert page.status_code == 200
     text = _text(page)
@@ -145,9 +162,11 @@ def test_the_agent_page_shows_policy_wallet_payments_and_tokens(
     assert "unavailable: the network did not answer" in text
     assert "https://sepolia.basescan.org/address/0x" in page.text
     assert page.text.count("https://sepolia.basescan.org/tx/0x") >= 4  # the settled ones
-    assert "Tokens" in text
-    assert "Revoke " in text
-    assert "weekly" in text or "limit" in text  # the default rule
+    assert "pay to mismatch, $0.25," in text
+    assert f'href="https://sepolia.basescan.org/tx/0x{"ef" * 32}">the transaction</a>' in page.text
+    assert "Revoke tok_" in text  # the agent's token, listed without its secret
+    assert paying.token not in page.text
+    assert "limit $50.00 per week (agent rule, from default)" in text  # the rule every agent gets
 
 
 def test_lowering_the_daily_cap_applies_at_once(
@@ -241,6 +260,27 @@ def test_a_widening_change_goes_to_the_sudo_page_and_changes_nothing(
     assert _policy(sqlite_db, owner.agent.agent_id) == before
 
 
+def test_in_sudo_mode_a_widening_change_is_made(
+    server: RunningServer, owner: Person, sqlite_db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def fresh(_visit: object) -> bool:
+        return True
+
+    monkeypatch.setattr(agent_pages, "fresh_sudo", fresh)
+    path, page = _page(owner)
+    before = _policy(sqlite_db, owner.agent.agent_id)
+    form = {
+        **_policy_form(before, daily_cap_usd="25.00", allow_catalog_hosts="on"),
+        "csrf": csrf_of(page.text),
+    }
+    done = owner.browser.http.post(f"{path}/policy", data=form)
+    assert done.headers["location"] == f"{path}?done=policy#policy"
+    after = _policy(sqlite_db, owner.agent.agent_id)
+    assert after.version == before.version + 1
+    assert str(after.daily_cap_usd) == "25.00"
+    assert after.allow_catalog_hosts is True
+
+
 def test_a_viewer_sees_every_form_disabled_and_may_post_nothing(
     server: RunningServer, owner: Person, sqlite_db: Database
 ) -> None:
@@ -262,6 +302,8 @@ def test_a_viewer_sees_every_form_disabled_and_may_post_nothing(
             "policy": _policy_form(before, daily_cap_usd="1.00"),
             "tokens": {"scopes": ["payments:read"], "ttl_days": "30"},
             "disable": {},
+            "enable": {},
+            f"tokens/{_tokens(sqlite_db, owner.agent.agent_id)[0].id}/revoke": {},
         }
         for action, form in posts.items():
             refused = viewer.browser.http.post(f"{path}/{action}", data={**form, "csrf": csrf})
@@ -269,17 +311,21 @@ def test_a_viewer_sees_every_form_disabled_and_may_post_nothing(
             assert "Your role cannot change agents" in _text(refused)
             assert "You are a viewer of this organisation" in _text(refused)
         assert _policy(sqlite_db, owner.agent.agent_id) == before
+        assert len(_tokens(sqlite_db, owner.agent.agent_id)) == 1
         with sqlite_db.read() as session:
             assert session.get(Agent, owner.agent.agent_id).disabled_at is None  # type: ignore[union-attr]
     finally:
         viewer.browser.close()
 
 
-@pytest.mark.parametrize("action", ["policy", "tokens", "disable", "enable"])
+@pytest.mark.parametrize("action", ["policy", "tokens", "disable", "enable", "revoke"])
 def test_a_form_without_its_csrf_token_is_refused(
     server: RunningServer, owner: Person, sqlite_db: Database, action: str
 ) -> None:
     path, _ = _page(owner)
+    tokens = _tokens(sqlite_db, owner.agent.agent_id)
+    if action == "revoke":
+        action = f"tokens/{tokens[0].id}/revoke"
     before = _policy(sqlite_db, owner.agent.agent_id)
     form = _policy_form(before, daily_cap_usd="1.00") if action == "policy" else {"scopes": ["payments:read"]}
     refused = owner.browser.http.post(f"{path}/{action}", data={**form, "csrf": "forged"})
@@ -287,6 +333,9 @@ def test_a_form_without_its_csrf_token_is_refused(
     missing = owner.browser.http.post(f"{path}/{action}", data=form)
     assert missing.status_code == 403
     assert _policy(sqlite_db, owner.agent.agent_id) == before
+    assert [row.id for row in _tokens(sqlite_db, owner.agent.agent_id)] == [row.id for row in tokens]
+    with sqlite_db.read() as session:
+        assert session.get(Agent, owner.agent.agent_id).disabled_at is None  # type: ignore[union-attr]
 
 
 def _tokens(db: Database, agent_id: str) -> list[AccessToken]:

@@ -30,7 +30,7 @@ from server.payments.settlement.watch import recent_findings
 from server.policy.model import Policy
 from server.policy.rulebook import rules_for_agent
 from server.policy.rules import Rule
-from server.policy.service import InvalidPolicy, PolicySettings, SudoRequired, narrow_policy
+from server.policy.service import InvalidPolicy, PolicySettings, SudoRequired, narrow_policy, update_policy
 from server.tenancy.service import AgentNotFound, agent_with_policy, get_agent
 from server.vocabulary import SUPPORTED_NETWORKS, Role
 from server.wallets.service import active_wallet
@@ -315,6 +315,15 @@ def _narrow(
     return before.version, after.version
 
 
+def _widen(
+    session: Session, signed_in: SignedIn, agent_id: str, settings: PolicySettings, now: datetime
+) -> tuple[int, int]:
+    """The policy's version before and after any change, widening included (sudo mode only)."""
+    agent, before = agent_with_policy(session, signed_in.principal, agent_id)
+    after = update_policy(session, agent=agent, settings=settings, actor=signed_in.principal.actor, now=now)
+    return before.version, after.version
+
+
 async def _change_policy(visit: Visit) -> Response:
     form, refused = await _change_form(visit)
     if refused is not None:
@@ -335,8 +344,13 @@ async def _change_policy(visit: Visit) -> Response:
         state = PageState(values=_submitted(form), errors={field_of(reason): reason})
         return await _render(visit, agent_id, state, status=400)
     except SudoRequired:
-        # Nothing was written: the widening change is made again once sudo mode is on.
-        return visit.redirect(sudo_url(here))
+        # Nothing was written. In sudo mode the same settings make the widening change; otherwise
+        # the sudo page comes first, and the person makes the change again afterwards.
+        if not await fresh_sudo(visit):
+            return visit.redirect(sudo_url(here))
+        before, after = await services.db.writing(
+            _widen, visit.member, agent_id, settings, services.clock.now()
+        )
     return visit.redirect(f"{here}?done={'policy' if after != before else 'unchanged'}#policy")
 
 
