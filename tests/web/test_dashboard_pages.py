@@ -76,7 +76,7 @@ def _page(person: Person) -> tuple[str, httpx.Response]:
 def _policy_form(policy: Policy, **changes: str | list[str]) -> dict[str, str | list[str]]:
     """The policy form as the page fills it in, with `changes` typed over it."""
     values = agent_pages.form_values(policy)
-    form: dict[str, str | list[str]] = {name: values[name] for name in agent_pages.form_values_fields()}
+    form: dict[str, str | list[str]] = {name: values[name] for name in agent_pages.TEXT_FIELDS}
     form["networks"] = list(policy.networks)
     if policy.allow_catalog_hosts:
         form["allow_catalog_hosts"] = "on"

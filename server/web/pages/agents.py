@@ -20,7 +20,7 @@ from starlette.responses import Response
 
 from auth.scopes import AGENT_SCOPES, Scope
 from auth.sessions import SignedIn
-from auth.tokens import TokenNotFound, issue_access_token, live_tokens, revoke_token
+from auth.tokens import IssuedToken, LiveToken, TokenNotFound, issue_access_token, live_tokens, revoke_token
 from server.kit.money import format_usd
 from server.kit.networks import address_url, transaction_url
 from server.models import Agent, OutOfPolicyFinding, PaymentIntent, Wallet
@@ -43,6 +43,21 @@ BALANCE_TIMEOUT_S = 3.0
 MANAGERS = frozenset({Role.OWNER, Role.ADMIN})
 TOKEN_TTL_DAYS = (1, 7, 30, 90, 365)
 
+# The policy form's fields typed as text (the networks and the two switches are the others).
+TEXT_FIELDS = (
+    "allow_hosts",
+    "deny_hosts",
+    "max_usd_per_tx",
+    "daily_cap_usd",
+    "step_up_threshold_usd",
+    "pay_to_deny",
+    "velocity_max_tx",
+    "velocity_max_usd",
+    "velocity_window_seconds",
+    "challenge_hosts",
+    "challenge_path_prefixes",
+    "challenge_max_usd",
+)
 # The setting an InvalidPolicy reason names (its text before the colon), and the form's field.
 _FIELD_OF_SETTING = {
     "allow-host": "allow_hosts",
@@ -88,7 +103,7 @@ class AgentView:
     wallet: Wallet | None
     payments: list[PaymentIntent]
     findings: list[OutOfPolicyFinding]
-    tokens: list[Any]
+    tokens: list[LiveToken]
 
 
 def _agent_view(session: Session, signed_in: SignedIn, agent_id: str, now: datetime) -> AgentView:
@@ -202,28 +217,11 @@ def form_values(policy: Policy) -> dict[str, Any]:
 
 def _submitted(form: FormData) -> dict[str, Any]:
     """What was posted, to show the form again as it was typed."""
-    values: dict[str, Any] = {name: str(form.get(name) or "") for name in form_values_fields()}
+    values: dict[str, Any] = {name: str(form.get(name) or "") for name in TEXT_FIELDS}
     values["networks"] = [str(value) for value in form.getlist("networks")]
     values["allow_catalog_hosts"] = form.get("allow_catalog_hosts") == "on"
     values["verified_sellers_only"] = form.get("verified_sellers_only") == "on"
     return values
-
-
-def form_values_fields() -> tuple[str, ...]:
-    return (
-        "allow_hosts",
-        "deny_hosts",
-        "max_usd_per_tx",
-        "daily_cap_usd",
-        "step_up_threshold_usd",
-        "pay_to_deny",
-        "velocity_max_tx",
-        "velocity_max_usd",
-        "velocity_window_seconds",
-        "challenge_hosts",
-        "challenge_path_prefixes",
-        "challenge_max_usd",
-    )
 
 
 def field_of(reason: str) -> str:
@@ -245,7 +243,7 @@ _NOTICES = {
 class PageState:
     values: dict[str, Any] | None = None
     errors: dict[str, str] = field(default_factory=dict)
-    issued: Any = None
+    issued: IssuedToken | None = None
 
 
 async def _render(
@@ -364,7 +362,7 @@ def _issue(
     label: str | None,
     audience: str,
     now: datetime,
-) -> Any:
+) -> IssuedToken:
     agent = get_agent(session, signed_in.principal, agent_id)
     return issue_access_token(
         session,
@@ -415,7 +413,10 @@ async def _issue_token(visit: Visit) -> Response:
     return await _render(visit, agent_id, PageState(issued=issued))
 
 
-def _live_token(session: Session, signed_in: SignedIn, agent_id: str, token_id: str, now: datetime) -> Any:
+def _live_token(
+    session: Session, signed_in: SignedIn, agent_id: str, token_id: str, now: datetime
+) -> tuple[Agent, LiveToken]:
+    """One of the agent's tokens that still works; TokenNotFound for any other."""
     agent = get_agent(session, signed_in.principal, agent_id)
     for live in live_tokens(session, signed_in.principal, org_id=agent.org_id, agent_id=agent.id, now=now):
         if live.row.id == token_id:
