@@ -362,6 +362,7 @@ def test_issuing_a_token_needs_sudo_then_shows_it_once_and_revoking_asks_first(
     assert bad.status_code == 400
     assert "Choose at least one of the permissions listed." in _text(bad)
     assert "Choose one of the lifetimes listed." in _text(bad)
+    assert "No token was issued: correct the choices marked below." in _text(bad)
 
     async def fresh(_visit: object) -> bool:
         return True

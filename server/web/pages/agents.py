@@ -239,11 +239,15 @@ _NOTICES = {
 }
 
 
+_REFUSED = "The policy was not changed: correct the settings marked below."
+
+
 @dataclass
 class PageState:
     values: dict[str, Any] | None = None
     errors: dict[str, str] = field(default_factory=dict)
     issued: IssuedToken | None = None
+    problem: str | None = None  # the sentence above the page when a form was refused
 
 
 async def _render(
@@ -275,9 +279,7 @@ async def _render(
             "usd": lambda atomic: format_usd(atomic, atomic=True),
             "describe_rule": describe_rule,
             "notice": _NOTICES.get(done or ""),
-            "error": "The policy was not changed: correct the settings marked below."
-            if state.errors
-            else None,
+            "error": state.problem,
         },
         status=status,
     )
@@ -335,11 +337,13 @@ async def _change_policy(visit: Visit) -> Response:
             _narrow, visit.member, agent_id, settings, services.clock.now()
         )
     except FieldError as error:
-        state = PageState(values=_submitted(form), errors={error.field_name: error.sentence})
+        state = PageState(
+            values=_submitted(form), errors={error.field_name: error.sentence}, problem=_REFUSED
+        )
         return await _render(visit, agent_id, state, status=400)
     except InvalidPolicy as error:
         reason = str(error.extra.get("reason", error.describe()))
-        state = PageState(values=_submitted(form), errors={field_of(reason): reason})
+        state = PageState(values=_submitted(form), errors={field_of(reason): reason}, problem=_REFUSED)
         return await _render(visit, agent_id, state, status=400)
     except SudoRequired:
         # Nothing was written. In sudo mode the same settings make the widening change; otherwise
@@ -397,7 +401,8 @@ async def _issue_token(visit: Visit) -> Response:
     if label is not None and len(label) > 120:
         errors["label"] = "A label has at most 120 characters."
     if errors:
-        return await _render(visit, agent_id, PageState(errors=errors), status=400)
+        problem = "No token was issued: correct the choices marked below."
+        return await _render(visit, agent_id, PageState(errors=errors, problem=problem), status=400)
     if not await fresh_sudo(visit):
         return visit.redirect(sudo_url(here))
     issued = await services.db.writing(
