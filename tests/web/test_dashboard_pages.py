@@ -260,6 +260,31 @@ def test_a_widening_change_goes_to_the_sudo_page_and_changes_nothing(
     assert _policy(sqlite_db, owner.agent.agent_id) == before
 
 
+def test_a_velocity_or_challenge_limit_emptied_is_refused_not_kept_silently(
+    server: RunningServer, owner: Person, sqlite_db: Database
+) -> None:
+    path, page = _page(owner)
+    csrf = csrf_of(page.text)
+    start = _policy(sqlite_db, owner.agent.agent_id)
+    limits = {"velocity_max_tx": "5", "challenge_max_usd": "0.50"}
+    assert (
+        owner.browser.http.post(
+            f"{path}/policy", data={**_policy_form(start, **limits), "csrf": csrf}
+        ).status_code
+        == 303
+    )
+    limited = _policy(sqlite_db, owner.agent.agent_id)
+    assert limited.velocity.max_tx == 5
+    for field, setting in (("velocity_max_tx", "velocity tx"), ("challenge_max_usd", "challenge-max")):
+        form = {**_policy_form(limited, **{field: ""}), "csrf": csrf}
+        refused = owner.browser.http.post(f"{path}/policy", data=form)
+        assert refused.status_code == 400
+        assert f"{setting}: this limit can be changed here but not removed; give it a value." in _text(
+            refused
+        )
+    assert _policy(sqlite_db, owner.agent.agent_id) == limited
+
+
 def test_in_sudo_mode_a_widening_change_is_made(
     server: RunningServer, owner: Person, sqlite_db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -8,6 +8,7 @@ first: `/account/sudo?next=` this page."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -164,12 +165,30 @@ def _whole(form: FormData, name: str, label: str) -> int | None:
     return int(text)
 
 
-def settings_from_form(form: FormData) -> PolicySettings:
+# Limits the form can set or change but not remove (a blank field would keep them as they are):
+# the field, and whether `current` has the limit.
+_KEPT_WHEN_BLANK: tuple[tuple[str, str, Callable[[Policy], bool]], ...] = (
+    ("velocity_max_tx", "velocity tx", lambda policy: policy.velocity.max_tx is not None),
+    ("velocity_max_usd", "velocity-usd", lambda policy: policy.velocity.max_usd is not None),
+    ("challenge_hosts", "challenge-host", lambda policy: bool(policy.challenge.hosts)),
+    ("challenge_path_prefixes", "challenge-path", lambda policy: bool(policy.challenge.path_prefixes)),
+    ("challenge_max_usd", "challenge-max", lambda policy: policy.challenge.max_usd is not None),
+)
+
+
+def settings_from_form(form: FormData, current: Policy) -> PolicySettings:
     """The policy form as a person's settings: lists as given (an empty list of allowed hosts
-    allows none; an empty deny list denies none), amounts as typed, a blank threshold is off."""
+    allows none; an empty deny list denies none), amounts as typed, a blank threshold is off. A
+    velocity or challenge limit that `current` has cannot be emptied here: that is refused by
+    name rather than kept without a word."""
     networks = [str(value) for value in form.getlist("networks")]
     if not networks:
         raise FieldError("networks", "networks: choose at least one network.")
+    for name, setting, has in _KEPT_WHEN_BLANK:
+        if has(current) and _text(form, name) is None:
+            raise FieldError(
+                name, f"{setting}: this limit can be changed here but not removed; give it a value."
+            )
     return PolicySettings(
         allow_hosts=_lines(form.get("allow_hosts")),
         clear_allow_hosts=not _lines(form.get("allow_hosts")),
@@ -306,6 +325,10 @@ async def _change_form(visit: Visit) -> tuple[FormData, Response | None]:
     return form, None
 
 
+def _policy_of(session: Session, signed_in: SignedIn, agent_id: str) -> Policy:
+    return agent_with_policy(session, signed_in.principal, agent_id)[1]
+
+
 def _narrow(
     session: Session, signed_in: SignedIn, agent_id: str, settings: PolicySettings, now: datetime
 ) -> tuple[int, int]:
@@ -332,7 +355,8 @@ async def _change_policy(visit: Visit) -> Response:
     agent_id = str(visit.request.path_params["agent_id"])
     here = agent_url(agent_id)
     try:
-        settings = settings_from_form(form)
+        current = await services.db.reading(_policy_of, visit.member, agent_id)
+        settings = settings_from_form(form, current)
         before, after = await services.db.writing(
             _narrow, visit.member, agent_id, settings, services.clock.now()
         )
