@@ -455,3 +455,18 @@ def test_another_organisations_agent_is_not_found(
         assert owner.browser.get(f"/admin/agents/agt_{secrets.token_hex(4)}").status_code == 404
     finally:
         other.browser.close()
+
+
+def test_a_viewer_reads_the_overview_without_an_inbox_link(
+    server: RunningServer, owner: Person, sqlite_db: Database
+) -> None:
+    viewer = enrolled_person(server, sqlite_db, role=Role.VIEWER, org_id=owner.agent.org_id)
+    try:
+        page = viewer.browser.get("/admin")
+        assert page.status_code == 200
+        text = _text(page)
+        assert "$0.00 of its $10.00 daily cap (0%)" in text
+        assert "approvals wait" not in text
+        assert f'href="/admin/agents/{owner.agent.agent_id}"' in page.text
+    finally:
+        viewer.browser.close()
