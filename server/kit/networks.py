@@ -21,3 +21,23 @@ def network_name(network: str) -> str:
 
 def is_testnet(network: str) -> bool:
     return network in TESTNETS
+
+
+# Where a person looks a transaction up; a local test chain has no explorer.
+EXPLORERS = {
+    "eip155:8453": "https://basescan.org",
+    "eip155:84532": "https://sepolia.basescan.org",
+}
+
+
+def transaction_url(network: str, tx_hash: str | None) -> str | None:
+    """The block explorer's page of a transaction, or None (no hash yet, or no explorer)."""
+    explorer = EXPLORERS.get(network)
+    if explorer is None or not tx_hash:
+        return None
+    return f"{explorer}/tx/{tx_hash}"
+
+
+def address_url(network: str, address: str) -> str | None:
+    explorer = EXPLORERS.get(network)
+    return None if explorer is None else f"{explorer}/address/{address}"

@@ -278,6 +278,25 @@ class IntentRepository(TenantRepository[PaymentIntent]):
         row = self.session.connection().execute(statement, params).one()  # columns only: no ORM work
         return [(int(row[2 * i]), int(row[2 * i + 1])) for i in range(len(spends))]
 
+    def counted_since(
+        self, reader: Reader, *, since: datetime, never_sent: Collection[str]
+    ) -> list[tuple[str, datetime, int]]:
+        """The reader's intents that count against the caps, authorised at or after `since`: their
+        agent, when they were authorised, and their amount (columns only, for sums by day)."""
+        if reader.org_id is None:
+            return []
+        authorized = col(PaymentIntent.authorized_at)
+        statement = (
+            select(col(PaymentIntent.agent_id), authorized, col(PaymentIntent.amount_atomic))
+            .where(col(PaymentIntent.org_id) == reader.org_id)
+            .where(authorized >= since)
+            .where(counted(never_sent))
+        )
+        if reader.agent_id is not None:
+            statement = statement.where(col(PaymentIntent.agent_id) == reader.agent_id)
+        rows = self.session.exec(statement)
+        return [(str(agent), when, int(amount)) for agent, when, amount in rows if when is not None]
+
     def pay_to_known(self, *, org_id: str, pay_to: str) -> bool:
         """Whether the organisation ever sent a payment to this payee (any agent)."""
         return bool(self.known_payees(org_id=org_id, payees=[pay_to]))

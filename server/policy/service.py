@@ -6,6 +6,7 @@ turns it into the next policy, validated, so every entry point changes a policy 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -31,6 +32,8 @@ from server.policy.model import (
 from server.policy.repository import PolicyVersionRepository
 from server.policy.rules import clean_path_prefix
 from server.settings import SUPPORTED_NETWORKS
+
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}")
 
 
 class _Keep(Enum):
@@ -89,11 +92,13 @@ class PolicySettings:
     allow_hosts: Sequence[str] = ()
     clear_allow_hosts: bool = False
     deny_hosts: Sequence[str] = ()
+    clear_deny_hosts: bool = False
     max_usd_per_tx: str | None = None
     daily_cap_usd: str | None = None
     step_up_threshold_usd: str | None = None
     networks: Sequence[str] = ()
     pay_to_deny: Sequence[str] = ()
+    clear_pay_to_deny: bool = False
     velocity_max_tx: int | None = None
     velocity_max_usd: str | None = None
     velocity_window_seconds: int | None = None
@@ -166,7 +171,9 @@ def changes_from_settings(current: Policy, settings: PolicySettings) -> PolicyCh
             max_usd=usd_setting("velocity-usd", settings.velocity_max_usd)
             if settings.velocity_max_usd
             else current.velocity.max_usd,
-            window_seconds=settings.velocity_window_seconds or current.velocity.window_seconds,
+            window_seconds=current.velocity.window_seconds
+            if settings.velocity_window_seconds is None
+            else settings.velocity_window_seconds,
         )
     challenge = None
     if settings.challenge_hosts or settings.challenge_path_prefixes or settings.challenge_max_usd is not None:
@@ -186,7 +193,16 @@ def changes_from_settings(current: Policy, settings: PolicySettings) -> PolicyCh
         allow_hosts = ()
     elif settings.allow_hosts:
         allow_hosts = host_patterns("allow-host", list(settings.allow_hosts))
-    deny_hosts = host_patterns("deny-host", list(settings.deny_hosts)) if settings.deny_hosts else None
+    deny_hosts: tuple[str, ...] | None = None
+    if settings.clear_deny_hosts:
+        deny_hosts = ()
+    elif settings.deny_hosts:
+        deny_hosts = host_patterns("deny-host", list(settings.deny_hosts))
+    pay_to_deny: tuple[str, ...] | None = None
+    if settings.clear_pay_to_deny:
+        pay_to_deny = ()
+    elif settings.pay_to_deny:
+        pay_to_deny = _payees("pay-to-deny", settings.pay_to_deny)
     max_usd_per_tx = _optional_usd("max-per-tx", settings.max_usd_per_tx)
     daily_cap_usd = _optional_usd("daily-cap", settings.daily_cap_usd)
     step_up: Decimal | Literal[_Keep.KEEP] | None = KEEP
@@ -203,12 +219,23 @@ def changes_from_settings(current: Policy, settings: PolicySettings) -> PolicyCh
         daily_cap_usd=daily_cap_usd,
         step_up_threshold_usd=step_up,
         networks=tuple(settings.networks) if settings.networks else None,
-        pay_to_deny=tuple(settings.pay_to_deny) if settings.pay_to_deny else None,
+        pay_to_deny=pay_to_deny,
         velocity=velocity,
         challenge=challenge,
         allow_catalog_hosts=settings.allow_catalog_hosts,
         verified_sellers_only=settings.verified_sellers_only,
     )
+
+
+def _payees(name: str, values: Sequence[str]) -> tuple[str, ...]:
+    """Payee addresses as 0x and 40 hex digits, each once (compared without case)."""
+    out: list[str] = []
+    for value in values:
+        if not _ADDRESS.fullmatch(value):
+            raise PolicyError(f"{name}: {value!r} is not an address such as 0x followed by 40 hex digits")
+        if value.lower() not in {kept.lower() for kept in out}:
+            out.append(value)
+    return tuple(out)
 
 
 def _optional_usd(name: str, value: str | None) -> Decimal | None:
@@ -274,9 +301,10 @@ def update_policy(
     )
 
 
-def _widened(current: Policy, updated: Policy) -> list[str]:
-    """What `updated` lets the agent do that `current` did not, among the settings a narrowing
-    may change: a higher cap, an allowed host added, a denied host removed."""
+def widened(current: Policy, updated: Policy) -> list[str]:
+    """What `updated` lets the agent do that `current` did not: a higher cap or threshold, an
+    allowed host or network added, a denied host or payee removed, a looser velocity or challenge
+    rule, catalog hosts allowed, or unverified sellers allowed again."""
     widens = []
     if updated.max_usd_per_tx > current.max_usd_per_tx:
         widens.append("maxUsdPerTx")
@@ -286,19 +314,55 @@ def _widened(current: Policy, updated: Policy) -> list[str]:
         widens.append("allowHosts")
     if not set(updated.deny_hosts) >= set(current.deny_hosts):
         widens.append("denyHosts")
+    if _looser(current.step_up_threshold_usd, updated.step_up_threshold_usd):
+        widens.append("stepUpThresholdUsd")
+    if not set(updated.networks) <= set(current.networks):
+        widens.append("networks")
+    if not {payee.lower() for payee in updated.pay_to_deny} >= {
+        payee.lower() for payee in current.pay_to_deny
+    }:
+        widens.append("payToDeny")
+    if _velocity_looser(current.velocity, updated.velocity):
+        widens.append("velocity")
+    if _challenge_looser(current.challenge, updated.challenge):
+        widens.append("challenge")
+    if updated.allow_catalog_hosts and not current.allow_catalog_hosts:
+        widens.append("allowCatalogHosts")
+    if current.verified_sellers_only and not updated.verified_sellers_only:
+        widens.append("verifiedSellersOnly")
     return widens
+
+
+def _looser(current: Decimal | int | None, updated: Decimal | int | None) -> bool:
+    """Whether a limit (None: no limit) allows more than it did."""
+    return current is not None and (updated is None or updated > current)
+
+
+def _velocity_looser(current: Velocity, updated: Velocity) -> bool:
+    limited = current.max_tx is not None or current.max_usd is not None
+    shorter = limited and updated.window_seconds < current.window_seconds
+    return _looser(current.max_tx, updated.max_tx) or _looser(current.max_usd, updated.max_usd) or shorter
+
+
+def _challenge_looser(current: ChallengeRules, updated: ChallengeRules) -> bool:
+    """An empty list of challenge hosts or paths restricts nothing."""
+    hosts = bool(current.hosts) and not (updated.hosts and set(updated.hosts) <= set(current.hosts))
+    paths = bool(current.path_prefixes) and not (
+        updated.path_prefixes and set(updated.path_prefixes) <= set(current.path_prefixes)
+    )
+    return hosts or paths or _looser(current.max_usd, updated.max_usd)
 
 
 def narrow_policy(
     session: Session, *, agent: Agent, settings: PolicySettings, actor: str, now: datetime
 ) -> Policy:
-    """Like `update_policy` for caps and hosts, but only a change that narrows (lower caps, fewer
-    allowed hosts, more denied ones) is made; one that widens raises SudoRequired, judged against
+    """Like `update_policy`, but only a change that narrows (lower caps, fewer allowed hosts and
+    networks, more denied ones, tighter rules) is made; one that widens raises SudoRequired, judged against
     the version in force under the organisation's lock."""
 
     def narrowing(current: Policy) -> PolicyChanges:
         changes = changes_from_settings(current, settings)
-        widens = _widened(current, apply_changes(current, changes))
+        widens = widened(current, apply_changes(current, changes))
         if widens:
             raise SudoRequired(widens=tuple(widens))
         return changes

@@ -13,7 +13,7 @@ from starlette.staticfiles import StaticFiles
 from server.settings import Settings
 from server.web import oauth, wellknown
 from server.web.api import routes as admin_api
-from server.web.pages import account, approvals, changes, connections, enroll, home, signin, sudo
+from server.web.pages import account, agents, approvals, changes, connections, enroll, home, signin, sudo
 from server.web.pages.common import page
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -119,6 +119,38 @@ def routes(settings: Settings) -> list[BaseRoute]:
         Route(
             f"{approvals.PATH}/{{approval_id}}/verify",
             endpoint=page(approvals.decision_verify, signed_in=True, json=True),
+            methods=["POST"],
+        ),
+        # The dashboard's agent pages.
+        Route(f"{agents.PATH}/{{agent_id}}", endpoint=page(agents.show, signed_in=True), methods=["GET"]),
+        Route(
+            f"{agents.PATH}/{{agent_id}}/policy",
+            endpoint=page(agents.change_policy, signed_in=True),
+            methods=["POST"],
+        ),
+        Route(
+            f"{agents.PATH}/{{agent_id}}/tokens",
+            endpoint=page(agents.issue_token, signed_in=True),
+            methods=["POST"],
+        ),
+        Route(
+            f"{agents.PATH}/{{agent_id}}/tokens/{{token_id}}/revoke",
+            endpoint=page(agents.confirm_revoke, signed_in=True),
+            methods=["GET"],
+        ),
+        Route(
+            f"{agents.PATH}/{{agent_id}}/tokens/{{token_id}}/revoke",
+            endpoint=page(agents.revoke, signed_in=True),
+            methods=["POST"],
+        ),
+        Route(
+            f"{agents.PATH}/{{agent_id}}/disable",
+            endpoint=page(agents.disable, signed_in=True),
+            methods=["POST"],
+        ),
+        Route(
+            f"{agents.PATH}/{{agent_id}}/enable",
+            endpoint=page(agents.enable, signed_in=True),
             methods=["POST"],
         ),
         Route("/favicon.ico", endpoint=favicon, methods=["GET"]),
