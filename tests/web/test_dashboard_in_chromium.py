@@ -15,7 +15,6 @@ from playwright.async_api import Page, expect
 from server.kit.db import Database
 from server.models import Agent
 from server.policy.service import current_policy
-from server.web.pages import agents as agent_pages
 from tests.support.approval_page import enrol_member
 from tests.support.browser import PHONE, Screenshots, VirtualAuthenticator
 from tests.support.chain import Anvil, TestToken
@@ -78,7 +77,6 @@ async def test_an_owner_lowers_a_cap_and_the_agents_next_payment_is_denied(
     page: Page,
     authenticator: VirtualAuthenticator,
     screenshots: Screenshots,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     del authenticator  # present on the page: the passkey is made there
     setup = make_agent(
@@ -139,11 +137,15 @@ async def test_an_owner_lowers_a_cap_and_the_agents_next_payment_is_denied(
         await page.wait_for_url(f"**/account/sudo?next=%2Fadmin%2Fagents%2F{setup.agent_id}")
         assert _version(sqlite_db, setup.agent_id) == after
 
-        # With sudo mode on, a token is issued and shown this once.
-        async def fresh(_visit: object) -> bool:
-            return True
+        # The passkey confirms it is the owner; back on the agent page, the raise is made.
+        await page.get_by_role("button", name="Confirm with a passkey").click()
+        await page.wait_for_url(f"**/admin/agents/{setup.agent_id}")
+        await page.get_by_label("Daily cap (USD)").fill("20.00")
+        await page.get_by_role("button", name="Save the policy").click()
+        await expect(page.get_by_role("status")).to_contain_text("The policy was changed")
+        assert _version(sqlite_db, setup.agent_id) == after + 1
 
-        monkeypatch.setattr(agent_pages, "fresh_sudo", fresh)
+        # Still in sudo mode: a token is issued and shown this once.
         await page.goto(f"{site}/admin/agents/{setup.agent_id}")
         await page.get_by_label("Label").fill("nightly job")
         await page.get_by_role("button", name="Issue a token").click()
