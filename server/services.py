@@ -24,6 +24,7 @@ from server.kit.clock import Clock, SystemClock
 from server.kit.crypto import MasterKey, MasterKeyMissing, load_or_create_master_key_file
 from server.kit.db import Database
 from server.kit.migrations import has_table
+from server.kit.stopping import Stopping
 from server.payments.preflight.diagnosis import DiagnosisService
 from server.payments.preflight.quote import QuoteService
 from server.payments.purchase import PurchaseService
@@ -50,6 +51,8 @@ class Services:
     csrf: Csrf
     diagnoses: DiagnosisService
     jobs: list[Job] = field(default_factory=list)
+    # Set when the process is stopping (server/kit/stopping.py): waits end, new calls are refused.
+    stopping: Stopping = field(default_factory=Stopping)
 
     async def aclose(self) -> None:
         with anyio.move_on_after(5):  # the settlement looks already started finish first
