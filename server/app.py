@@ -28,7 +28,7 @@ from server.kit.bodies import BodyLimit, RequestTooLarge, limit_for_path
 from server.kit.clock import Clock
 from server.kit.logs import configure_logging
 from server.kit.migrations import current_revision, head_revision
-from server.kit.stopping import Stopping, watching
+from server.kit.stopping import Stopping, reserve_seconds, watching
 from server.mcp.bearer import BearerAuthMiddleware
 from server.mcp.endpoint import McpTransport
 from server.mcp.server import build_mcp_server
@@ -126,7 +126,8 @@ def create_app(
             if settings.background_jobs:
                 await runner.release()
             with anyio.CancelScope(shield=True):
-                await services.aclose()
+                # Within what the grace period keeps for this, after the leases' release.
+                await services.aclose(settle_wait_s=reserve_seconds(settings.shutdown_grace_seconds) * 0.8)
 
     routes = [
         Route("/mcp", endpoint=mcp_endpoint, methods=["GET", "POST", "DELETE"]),

@@ -54,8 +54,8 @@ class Services:
     # Set when the process is stopping (server/kit/stopping.py): waits end, new calls are refused.
     stopping: Stopping = field(default_factory=Stopping)
 
-    async def aclose(self) -> None:
-        with anyio.move_on_after(5):  # the settlement looks already started finish first
+    async def aclose(self, *, settle_wait_s: float = 5) -> None:
+        with anyio.move_on_after(settle_wait_s):  # the settlement looks already started finish first
             await self.purchases.settled_in_background()
         await self.sellers.aclose()
         await self.chain.aclose()

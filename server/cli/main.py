@@ -55,6 +55,7 @@ def serve(
 
     import uvicorn
 
+    from server.kit.stopping import calls_grace_seconds
     from server.settings import is_configured
 
     with reported_errors():
@@ -78,19 +79,8 @@ def serve(
         workers=workers,
         log_config=None,  # the workers log through configure_logging (PAYWARDEN_LOG_FORMAT)
         proxy_headers=False,
-        timeout_graceful_shutdown=calls_grace_seconds(grace),
+        timeout_graceful_shutdown=calls_grace_seconds(grace),  # uvicorn then cancels them
     )
-
-
-# Of the grace period after SIGTERM, what the process keeps for itself once the calls in flight
-# are done or cut off: releasing its leases, the settlement looks already started, closing pools.
-# A fifth of it, at least 1 s and at most 5 s.
-SHUTDOWN_RESERVE_SECONDS = 5
-
-
-def calls_grace_seconds(grace: int) -> int:
-    """How long calls in flight may run on after SIGTERM, out of a grace period of `grace`."""
-    return max(grace - max(1, min(SHUTDOWN_RESERVE_SECONDS, grace // 5)), 1)
 
 
 def _stopped(_signal: int, _frame: FrameType | None) -> None:

@@ -23,6 +23,11 @@ from types import FrameType
 # The signals a server stops on; the handler a server (uvicorn) installed keeps running after ours.
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
+# Of the grace period after SIGTERM, what the process keeps for itself once the calls in flight
+# are done or cut off (releasing its leases, the settlement looks already started, closing its
+# pools): a fifth of it, at least 1 s and at most 5 s.
+MAX_RESERVE_SECONDS = 5
+
 # Changed and copied in single steps (no lock: a signal handler must never wait for one).
 _watched: set[Stopping] = set()
 
@@ -109,3 +114,13 @@ def _announcing(previous: Handler) -> Handler:
         previous(number, frame)
 
     return handler
+
+
+def reserve_seconds(grace: int) -> int:
+    """What the process keeps for itself, out of a grace period of `grace` seconds."""
+    return max(1, min(MAX_RESERVE_SECONDS, grace // 5))
+
+
+def calls_grace_seconds(grace: int) -> int:
+    """How long calls in flight may run on after SIGTERM, out of a grace period of `grace`."""
+    return max(grace - reserve_seconds(grace), 1)

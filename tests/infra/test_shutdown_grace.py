@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from server.cli.main import calls_grace_seconds
+from server.kit.stopping import calls_grace_seconds, reserve_seconds
 from server.settings import Settings
 
 INFRA = Path(__file__).resolve().parents[2] / "infra"
@@ -47,3 +47,4 @@ def test_calls_in_flight_get_the_grace_period_but_what_the_process_keeps_to_stop
     assert calls_grace_seconds(6) == 5
     assert calls_grace_seconds(2) == 1
     assert calls_grace_seconds(3600) == 3595
+    assert all(calls_grace_seconds(g) + reserve_seconds(g) == g for g in range(2, 100))
