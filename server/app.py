@@ -19,16 +19,14 @@ import anyio
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.responses import JSONResponse
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from server.jobs.runner import JobRunner
 from server.kit.bodies import BodyLimit, RequestTooLarge, limit_for_path
 from server.kit.clock import Clock
 from server.kit.logs import configure_logging
 from server.kit.migrations import current_revision, head_revision
-from server.kit.stopping import Stopping, reserve_seconds, watching
+from server.kit.stopping import reserve_seconds, watching
 from server.mcp.bearer import BearerAuthMiddleware
 from server.mcp.endpoint import McpTransport
 from server.mcp.server import build_mcp_server
@@ -53,33 +51,6 @@ def transport_security(settings: Settings) -> TransportSecuritySettings:
     )
 
 
-# How soon a client refused by a stopping process may try again (another process, behind a balancer).
-RETRY_AFTER_STOPPING_S = 1
-
-
-class RefuseWhileStopping:
-    """/mcp once the process is stopping: a request that still reaches it (on a connection opened
-    before the stop) is answered 503 `shutting_down` with Retry-After, and starts nothing."""
-
-    def __init__(self, app: ASGIApp, *, stopping: Stopping) -> None:
-        self._app = app
-        self._stopping = stopping
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and self._stopping.begun:
-            response = JSONResponse(
-                {
-                    "error": "shutting_down",
-                    "error_description": "This server is stopping; send the request again.",
-                },
-                status_code=503,
-                headers={"Retry-After": str(RETRY_AFTER_STOPPING_S), "Connection": "close"},
-            )
-            await response(scope, receive, send)
-            return
-        await self._app(scope, receive, send)
-
-
 def create_app(
     settings: Settings, *, clock: Clock | None = None, services: Services | None = None
 ) -> Starlette:
@@ -88,15 +59,12 @@ def create_app(
     stateful, stateless = build_mcp_server(services), build_mcp_server(services)
     stateful.streamable_http_app(stateless_http=False, transport_security=security)
     stateless.streamable_http_app(stateless_http=True, transport_security=security)
-    mcp_endpoint = RefuseWhileStopping(
-        BearerAuthMiddleware(
-            McpTransport(stateful=stateful, stateless=stateless),
-            verifier=services.verifier,
-            audience=settings.mcp_url,
-            resource_metadata_url=settings.resource_metadata_url,
-            alias_of=settings.loopback_alias,
-        ),
-        stopping=services.stopping,
+    mcp_endpoint = BearerAuthMiddleware(
+        McpTransport(stateful=stateful, stateless=stateless),
+        verifier=services.verifier,
+        audience=settings.mcp_url,
+        resource_metadata_url=settings.resource_metadata_url,
+        alias_of=settings.loopback_alias,
     )
 
     @contextlib.asynccontextmanager

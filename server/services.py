@@ -99,7 +99,10 @@ def build_services(
     document_http = document_http or SellerClient(
         max_response_bytes=MAX_DOCUMENT_BYTES + 1, allow_private_hosts=settings.allow_private_hosts
     )
-    purchases = PurchaseService(db=db, settings=settings, sellers=sellers, chain=chain, clock=clock)
+    stopping = Stopping()
+    purchases = PurchaseService(
+        db=db, settings=settings, sellers=sellers, chain=chain, clock=clock, stopping=stopping
+    )
     catalog = CatalogVerifier(
         db=db,
         sellers=sellers,
@@ -144,6 +147,7 @@ def build_services(
         csrf=Csrf(settings.master.derive("paywarden csrf")),
         diagnoses=DiagnosisService(db=db, settings=settings, sellers=sellers, chain=chain, clock=clock),
         jobs=jobs,
+        stopping=stopping,
     )
 
 

@@ -4,8 +4,8 @@ SIGTERM (and Ctrl-C) becomes `announce()`: every app that runs in the process re
 `Stopping` in its lifespan (`watching`, which also puts `announce` in front of the server's own
 handler for those signals), and each one learns at once that the process is going away. A call
 that waits for something that may take long (a person's approval) stops waiting and answers as it
-would at the end of its wait; a new /mcp request is refused with 503. Work with a signature out is
-left to finish: the server's grace period (PAYWARDEN_SHUTDOWN_GRACE_SECONDS) bounds it.
+would at the end of its wait; a paid call whose seller has not answered waits only what the grace
+period (PAYWARDEN_SHUTDOWN_GRACE_SECONDS) leaves it (`bounded`). Everything else is left to finish.
 
 The signal handler runs on the event loop's thread between two steps of whatever it interrupted,
 so it never touches the event itself: it schedules the change with `call_soon_threadsafe`.
@@ -19,6 +19,8 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
+
+import anyio
 
 # The signals a server stops on; the handler a server (uvicorn) installed keeps running after ours.
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -39,6 +41,8 @@ class Stopping:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._event: asyncio.Event | None = None
         self._begun = False
+        self._stopped_at: float | None = None  # the event loop's clock when the stop reached it
+        self._bounded: dict[anyio.CancelScope, float] = {}
 
     @property
     def begun(self) -> bool:
@@ -60,7 +64,29 @@ class Stopping:
         # Also from the loop's own thread: it writes to the loop's wake-up pipe, so a loop
         # blocked in its selector wakes now rather than at its next timer.
         with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
-            loop.call_soon_threadsafe(event.set)
+            loop.call_soon_threadsafe(self._reached, loop, event)
+
+    def _reached(self, loop: asyncio.AbstractEventLoop, event: asyncio.Event) -> None:
+        """On the loop: wake the waits, and give every bounded scope its deadline."""
+        if self._stopped_at is None:
+            self._stopped_at = loop.time()
+        for scope, after_s in list(self._bounded.items()):
+            scope.deadline = min(scope.deadline, self._stopped_at + after_s)
+        event.set()
+
+    @contextlib.contextmanager
+    def bounded(self, after_stop_s: float) -> Iterator[anyio.CancelScope]:
+        """A cancel scope that runs as long as its work, unless the process begins to stop: then
+        it ends `after_stop_s` later (`cancelled_caught` says whether it did)."""
+        scope = anyio.CancelScope()
+        if self._stopped_at is not None:
+            scope.deadline = self._stopped_at + after_stop_s
+        self._bounded[scope] = after_stop_s
+        try:
+            with scope:
+                yield scope
+        finally:
+            self._bounded.pop(scope, None)
 
     async def wait(self) -> None:
         """Return once the process is stopping (at once if it already is)."""

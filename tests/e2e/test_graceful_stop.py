@@ -25,10 +25,11 @@ from server.kit.clock import SystemClock, as_utc
 from server.kit.db import Database
 from server.models import JobLease, PaymentIntent
 from tests.support.chain import TestToken
-from tests.support.elicitation import LEGACY, UrlElicitations, eliciting_client
+from tests.support.elicitation import LEGACY, MODERN, UrlElicitations, eliciting_client
 from tests.support.fixtures_chain import FundedWallet
+from tests.support.haproxy import HAProxy
 from tests.support.hostile_seller import Exchange, HostileSeller
-from tests.support.paywarden import chain_environ, mcp_client, settings_for, structured
+from tests.support.paywarden import chain_environ, error_of, mcp_client, settings_for, structured
 from tests.support.processes import ServeProcess, serve_processes
 from tests.support.tenants import AgentSetup, make_agent, pin_payee
 
@@ -39,6 +40,7 @@ EXIT_MARGIN_S = 4.0  # the interpreter's own exit after the server stopped, on a
 ANSWER_STALL_S = 2.0  # a seller that answers this long after it settled: within the grace
 PROMPT_S = 3.0  # a wait for a person ends this soon after SIGTERM, far below the grace
 CALL_TIMEOUT_S = 60
+PROXY_CHECKS_S = 6.0  # past the proxy's health checks marking a stopped replica down (2 x 2 s)
 FACILITATOR_ACCOUNT = 5  # anvil account paying this module's seller's gas (unused elsewhere)
 
 
@@ -177,7 +179,7 @@ async def test_sigterm_while_the_seller_holds_the_signature_finishes_the_payment
         assert all(as_utc(row.expires_at) <= now for row in leases(db))
 
 
-async def test_sigterm_cuts_a_call_past_the_grace_and_its_key_replayed_elsewhere_names_the_same_payment(
+async def test_sigterm_while_the_seller_never_answers_says_outcome_unknown_and_a_replay_elsewhere_pays_once(
     sqlite_db: Database,
     anvil: Any,
     test_usdc: TestToken,
@@ -196,29 +198,30 @@ async def test_sigterm_cuts_a_call_past_the_grace_and_its_key_replayed_elsewhere
         setup = agent_for(db, public_url, extra, funded_wallet)
         pin_payee(db, url=slow_seller.url(path), pay_to=slow_seller.pay_to)
         fresh_block(anvil)
-        outcome: list[object] = []
-        with anyio.fail_after(CALL_TIMEOUT_S):
+        result: list[CallToolResult] = []
+        async with mcp_client(stopped_one.mcp_url, setup.token) as client:
+            await client.list_tools()
+
+            async def call() -> None:
+                result.append(await client.call_tool("fetch_paid", arguments))
+
             async with anyio.create_task_group() as group:
-
-                async def call() -> None:
-                    try:
-                        async with mcp_client(stopped_one.mcp_url, setup.token) as client:
-                            await client.list_tools()
-                            outcome.append(await client.call_tool("fetch_paid", arguments))
-                    except Exception as exc:  # the process went away before it could answer
-                        outcome.append(exc)
-
                 group.start_soon(call)
                 await until(lambda: path in slow_seller.settled, timeout_s=CALL_TIMEOUT_S, what="settled")
                 code, took = await stop_and_time(stopped_one)
 
         assert code == 0, stopped_one.output()
         assert took < GRACE_S + EXIT_MARGIN_S
-        assert not isinstance(outcome[0], CallToolResult) or outcome[0].is_error
-        # Nothing half-written: the signature left only after `submitted` was durable, and that
-        # is where the cut call left it, for the reconciler or a replay.
+        # The seller never answered: the call still gets an answer before the process goes, one
+        # that names the payment and its key instead of a dropped connection.
+        error = error_of(result[0])
+        assert error["code"] == "payment_outcome_unknown"
+        assert error["idempotencyKey"] == key
+        # Nothing half-written: `submitted` was durable before the signature left, and stays so,
+        # for the reconciler or a replay.
         (intent,) = intents(db, setup.agent_id)
         assert intent.status == "submitted"
+        assert error["intentId"] == intent.id
 
         # The agent retries with its key on the other process: the same payment, not a second one.
         async with mcp_client(other.mcp_url, setup.token) as client:
@@ -282,6 +285,44 @@ async def test_sigterm_answers_a_call_waiting_for_approval_with_pending_approval
         assert slow_seller.signatures(path) == 0
         (intent,) = intents(db, setup.agent_id)
         assert intent.status == "created"  # still held, for a retry with the key once decided
+
+
+async def test_a_replica_stopping_behind_the_proxy_of_infra_loses_no_call(
+    sqlite_db: Database, anvil: Any, test_usdc: TestToken, funded_wallet: FundedWallet, tmp_path: Path
+) -> None:
+    """A rolling restart as the proxy sees it: one of two replicas gets SIGTERM while calls without
+    a session keep coming through infra/haproxy.cfg; every call is answered, by the replica that
+    stays once the other has closed its port."""
+    db = sqlite_db
+    extra = environ(anvil, test_usdc)
+    with serve_processes(2, database_url=db.url, extra=extra, workdir=tmp_path) as (public_url, servers):
+        setup = agent_for(db, public_url, extra, funded_wallet)
+        stopping, staying = servers
+        answered: list[str] = []
+        with HAProxy([server.base_url for server in servers], tmp_path) as proxy:
+            async with eliciting_client(
+                f"{proxy.url}/mcp", setup.token, mode=MODERN, elicitations=None
+            ) as client:
+                await client.list_tools()
+
+                async def calls_for(seconds: float) -> None:
+                    deadline = anyio.current_time() + seconds
+                    while anyio.current_time() < deadline:
+                        budget = structured(await client.call_tool("get_budget", {}))
+                        answered.append(budget["agentId"])
+
+                await calls_for(1.0)
+                before = len(answered)
+                async with anyio.create_task_group() as group:
+                    group.start_soon(calls_for, PROXY_CHECKS_S)
+                    code, _ = await stop_and_time(stopping)
+            served = proxy.requests_per_replica()
+        assert code == 0, stopping.output()
+        assert len(answered) > before + 10  # calls kept coming during the stop, and were all answered
+        assert set(answered) == {setup.agent_id}
+        assert served["replica1"] > 0
+        assert served["replica2"] > 0
+        assert staying.ready()
 
 
 def leases(db: Database) -> list[JobLease]:

@@ -1,5 +1,5 @@
-"""A process that is stopping (server/kit/stopping.py): /mcp refuses what still reaches it with
-503 and Retry-After, and the stop reaches every app of the process, from any thread."""
+"""A process that is stopping (server/kit/stopping.py): the stop reaches every app watching it,
+from any thread, and a wait that begins after it returns at once."""
 
 from __future__ import annotations
 
@@ -7,27 +7,11 @@ import threading
 
 import anyio
 import anyio.lowlevel
-import httpx
 import pytest
 
-from server.kit.db import Database
 from server.kit.stopping import Stopping, announce, watching
-from tests.support.paywarden import serve
 
 pytestmark = pytest.mark.anyio
-
-
-def test_a_stopping_process_answers_new_mcp_requests_503_with_retry_after(sqlite_db: Database) -> None:
-    with serve(sqlite_db.url) as server:
-        before = httpx.post(server.mcp_url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
-        assert before.status_code == 401  # served as usual: no token
-        server.services.stopping.begin()
-        after = httpx.post(server.mcp_url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
-        assert after.status_code == 503
-        assert after.headers["retry-after"] == "1"
-        assert after.json()["error"] == "shutting_down"
-        # Health is not refused: only calls are.
-        assert httpx.get(f"{server.base_url}/healthz").status_code == 200
 
 
 async def test_announce_wakes_a_wait_of_every_watched_app_and_no_other() -> None:
@@ -62,3 +46,23 @@ async def test_a_wait_begun_after_the_stop_returns_at_once() -> None:
     stopping.begin()
     with anyio.fail_after(1):
         await stopping.wait()
+
+
+async def test_a_bounded_scope_runs_its_work_until_the_stop_then_only_as_long_as_it_was_given() -> None:
+    stopping = Stopping()
+    stopping.bind()
+    with stopping.bounded(0.2) as untouched:
+        await anyio.sleep(0.3)  # no stop: longer than the bound, and not cut
+    assert not untouched.cancelled_caught
+
+    started = anyio.current_time()
+    with stopping.bounded(0.2) as cut:
+        stopping.begin()
+        await anyio.sleep(5)
+    assert cut.cancelled_caught
+    assert 0.15 <= anyio.current_time() - started < 2
+
+    # Entered after the stop: its bound counts from the stop.
+    with stopping.bounded(0.2) as late:
+        await anyio.sleep(5)
+    assert late.cancelled_caught
