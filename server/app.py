@@ -26,6 +26,7 @@ from server.kit.bodies import BodyLimit, RequestTooLarge, limit_for_path
 from server.kit.clock import Clock
 from server.kit.logs import configure_logging
 from server.kit.migrations import current_revision, head_revision
+from server.kit.stopping import reserve_seconds, watching
 from server.mcp.bearer import BearerAuthMiddleware
 from server.mcp.endpoint import McpTransport
 from server.mcp.server import build_mcp_server
@@ -74,23 +75,27 @@ def create_app(
         # Another master key than the database's own stops the process here, before it serves.
         await services.db.run(open_master_key, services.db, settings, clock=services.clock)
         runner = JobRunner(db=services.db, clock=services.clock, jobs=services.jobs)
+        # SIGTERM reaches this app through `paywarden serve` (server/kit/stopping.py).
+        services.stopping.bind()
         try:
-            async with (
-                stateful.session_manager.run(),
-                stateless.session_manager.run(),
-                anyio.create_task_group() as background,
-            ):
-                if settings.background_jobs:
-                    background.start_soon(runner.run_forever)
-                try:
-                    yield {"services": services}
-                finally:
-                    background.cancel_scope.cancel()
+            with watching(services.stopping):
+                async with (
+                    stateful.session_manager.run(),
+                    stateless.session_manager.run(),
+                    anyio.create_task_group() as background,
+                ):
+                    if settings.background_jobs:
+                        background.start_soon(runner.run_forever)
+                    try:
+                        yield {"services": services}
+                    finally:
+                        background.cancel_scope.cancel()
         finally:
             if settings.background_jobs:
                 await runner.release()
             with anyio.CancelScope(shield=True):
-                await services.aclose()
+                # Within what the grace period keeps for this, after the leases' release.
+                await services.aclose(settle_wait_s=reserve_seconds(settings.shutdown_grace_seconds) * 0.8)
 
     routes = [
         Route("/mcp", endpoint=mcp_endpoint, methods=["GET", "POST", "DELETE"]),

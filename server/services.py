@@ -24,6 +24,7 @@ from server.kit.clock import Clock, SystemClock
 from server.kit.crypto import MasterKey, MasterKeyMissing, load_or_create_master_key_file
 from server.kit.db import Database
 from server.kit.migrations import has_table
+from server.kit.stopping import Stopping
 from server.payments.preflight.diagnosis import DiagnosisService
 from server.payments.preflight.quote import QuoteService
 from server.payments.purchase import PurchaseService
@@ -50,9 +51,11 @@ class Services:
     csrf: Csrf
     diagnoses: DiagnosisService
     jobs: list[Job] = field(default_factory=list)
+    # Set when the process is stopping (server/kit/stopping.py): waits end, new calls are refused.
+    stopping: Stopping = field(default_factory=Stopping)
 
-    async def aclose(self) -> None:
-        with anyio.move_on_after(5):  # the settlement looks already started finish first
+    async def aclose(self, *, settle_wait_s: float = 5) -> None:
+        with anyio.move_on_after(settle_wait_s):  # the settlement looks already started finish first
             await self.purchases.settled_in_background()
         await self.sellers.aclose()
         await self.chain.aclose()
@@ -96,7 +99,10 @@ def build_services(
     document_http = document_http or SellerClient(
         max_response_bytes=MAX_DOCUMENT_BYTES + 1, allow_private_hosts=settings.allow_private_hosts
     )
-    purchases = PurchaseService(db=db, settings=settings, sellers=sellers, chain=chain, clock=clock)
+    stopping = Stopping()
+    purchases = PurchaseService(
+        db=db, settings=settings, sellers=sellers, chain=chain, clock=clock, stopping=stopping
+    )
     catalog = CatalogVerifier(
         db=db,
         sellers=sellers,
@@ -141,6 +147,7 @@ def build_services(
         csrf=Csrf(settings.master.derive("paywarden csrf")),
         diagnoses=DiagnosisService(db=db, settings=settings, sellers=sellers, chain=chain, clock=clock),
         jobs=jobs,
+        stopping=stopping,
     )
 
 

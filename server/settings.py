@@ -82,6 +82,9 @@ class Settings(BaseSettings):
     slack_webhook_url: SecretStr | None = None
     log_format: Literal["console", "json"] = "console"
     background_jobs: bool = True
+    # How long `serve` may take to stop after SIGTERM: calls in flight finish (a wait for a person
+    # ends at once), then the process lets its leases go and exits. Below Kubernetes' 30 s.
+    shutdown_grace_seconds: int = Field(default=25, ge=2, le=3600)
     # The authorization server: lifetimes of what it issues, and its abuse limits.
     access_token_ttl: int = Field(default=3600, ge=300, le=86_400)
     refresh_token_ttl: int = Field(default=30 * 86_400, ge=3600, le=365 * 86_400)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import signal
+from types import FrameType
+
 import typer
 
 from server.cli import admin, audit, demo, doctor, schemas
@@ -52,6 +55,7 @@ def serve(
 
     import uvicorn
 
+    from server.kit.stopping import calls_grace_seconds
     from server.settings import is_configured
 
     with reported_errors():
@@ -64,6 +68,9 @@ def serve(
             f"Paywarden serving {ctx.settings.mcp_url} (bound to {host}:{port}, {workers} worker(s))",
             err=True,
         )
+    grace = ctx.settings.shutdown_grace_seconds
+    # A SIGTERM is the ordinary end of a server: once it stopped in time, the exit code is 0.
+    signal.signal(signal.SIGTERM, _stopped)
     uvicorn.run(
         "server.app:create_app_from_env",
         factory=True,
@@ -72,7 +79,12 @@ def serve(
         workers=workers,
         log_config=None,  # the workers log through configure_logging (PAYWARDEN_LOG_FORMAT)
         proxy_headers=False,
+        timeout_graceful_shutdown=calls_grace_seconds(grace),  # uvicorn then cancels them
     )
+
+
+def _stopped(_signal: int, _frame: FrameType | None) -> None:
+    raise SystemExit(0)
 
 
 # Addresses this machine's browser reaches as localhost (binding every interface includes loopback).

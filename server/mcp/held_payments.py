@@ -25,8 +25,9 @@ break-glass command line) decides.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Awaitable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 from mcp.server.mcpserver import Context
@@ -38,6 +39,7 @@ from auth.principal import Principal
 from server.approvals.service import RETRY_WINDOW
 from server.approvals.waiting import wait_for_decision
 from server.kit.errors import PaywardenError
+from server.kit.stopping import Stopping
 from server.mcp.approval_state import ApprovalState, ApprovalStateSealer, state_expiry
 from server.mcp.endpoint import DISCONNECTED_KEY
 from server.payments.inputs import FetchPaidInput
@@ -52,6 +54,7 @@ PROMPT_MESSAGE = (
     "A payment by your agent needs your approval. Open the Paywarden approval page to see exactly "
     "what would be paid, and approve or deny it there with your passkey."
 )
+T = TypeVar("T")
 _ANSWERS = {
     "accept": ApprovalPrompt.ACCEPTED,
     "decline": ApprovalPrompt.DECLINED,
@@ -110,10 +113,17 @@ class HeldPayments:
         prompt = ApprovalPrompt.CANCELLED  # no answer in time counts as dismissed
         try:
             with anyio.move_on_after(max(self._wait_s, 1.0)):
-                answer = await ctx.elicit_url(PROMPT_MESSAGE, outcome.approval_url, elicitation_id)
-                prompt = _ANSWERS.get(answer.action, ApprovalPrompt.CANCELLED)
+                answer = await _first_of(
+                    ctx.elicit_url(PROMPT_MESSAGE, outcome.approval_url, elicitation_id),
+                    self._services.stopping,
+                )
+                if answer is not None:
+                    prompt = _ANSWERS.get(answer.action, ApprovalPrompt.CANCELLED)
         except MCPError:  # no back channel, or the client answered with an error: it could not ask
             return HeldOutcome(outcome, ApprovalPrompt.NOT_SUPPORTED)
+        if self._services.stopping.begun:
+            # The process is going away: the pending answer now, for a retry with the key elsewhere.
+            return HeldOutcome(outcome, prompt)
         left = deadline - anyio.current_time()
         try:
             result = await self._wait_then_retry(ctx, principal, request, outcome, prompt, timeout_s=left)
@@ -170,18 +180,20 @@ class HeldPayments:
     ) -> Outcome:
         """Wait for the person only if they agreed to open the page; once the approval is decided,
         the retry with the held payment's key pays it or says why not."""
-        if prompt != ApprovalPrompt.ACCEPTED or timeout_s <= 0:
+        if prompt != ApprovalPrompt.ACCEPTED or timeout_s <= 0 or self._services.stopping.begun:
             return HeldOutcome(held, prompt)
         status = ApprovalStatus.PENDING
         disconnected = _disconnected(ctx)
         async with anyio.create_task_group() as group:
 
-            async def stop_on(event: anyio.Event) -> None:
+            async def stop_on(event: anyio.Event | Stopping) -> None:
                 await event.wait()
                 group.cancel_scope.cancel()
 
             if disconnected is not None:
                 group.start_soon(stop_on, disconnected)
+            # A stopping process answers `pending_approval` now: the agent retries with the key.
+            group.start_soon(stop_on, self._services.stopping)
             status = await wait_for_decision(
                 self._services.db,
                 principal,
@@ -196,6 +208,24 @@ class HeldPayments:
         keyed = replace(request, idempotency_key=held.intent.idempotency_key)
         outcome = await self._services.purchases.fetch_paid(principal, keyed)
         return HeldOutcome(outcome, prompt) if isinstance(outcome, PendingOutcome) else outcome
+
+
+async def _first_of(work: Awaitable[T], stopping: Stopping) -> T | None:
+    """`work`'s result, or None once the process is stopping (`work` is then cancelled)."""
+    result: list[T] = []
+    async with anyio.create_task_group() as group:
+
+        async def run() -> None:
+            result.append(await work)
+            group.cancel_scope.cancel()
+
+        async def stop() -> None:
+            await stopping.wait()
+            group.cancel_scope.cancel()
+
+        group.start_soon(run)
+        group.start_soon(stop)
+    return result[0] if result else None
 
 
 def _answer_of(ctx: Context[Any, Any]) -> ApprovalPrompt:

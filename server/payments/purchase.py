@@ -35,6 +35,7 @@ from server.chain.service import ChainService
 from server.kit.clock import Clock
 from server.kit.db import Database
 from server.kit.errors import PaywardenError
+from server.kit.stopping import Stopping, calls_grace_seconds
 from server.models import Agent, Approval, PaymentIntent, Wallet
 from server.payments import ledger
 from server.payments.answer import receipt_of, seller_reason
@@ -96,9 +97,20 @@ class _Call:
 
 class PurchaseService:
     def __init__(
-        self, *, db: Database, settings: Settings, sellers: SellerClient, chain: ChainService, clock: Clock
+        self,
+        *,
+        db: Database,
+        settings: Settings,
+        sellers: SellerClient,
+        chain: ChainService,
+        clock: Clock,
+        stopping: Stopping | None = None,
     ) -> None:
         self._db = db
+        self._stopping = stopping or Stopping()
+        # Once the process is stopping, how long a paid request may still wait for the seller's
+        # answer: what the grace period leaves calls, less a second to record it and answer.
+        self._answer_after_stop_s = max(calls_grace_seconds(settings.shutdown_grace_seconds) - 1.0, 0.5)
         self._settings = settings
         self._sellers = sellers
         self._chain = chain
@@ -414,9 +426,7 @@ class PurchaseService:
         )
         try:
             # Once, to the URL that asked, at the address that asked: never a redirect, never a retry.
-            response = await self._sellers.send(
-                paid_request, deadline=deadline, after_payment=True, pin=first.peer
-            )
+            response = await self._send_paid(paid_request, deadline=deadline, pin=first.peer)
         except ResponseLost as exc:
             await self._db.run(
                 self._update,
@@ -440,6 +450,14 @@ class PurchaseService:
             )
             raise
         return await self._record_answer(principal, intent, response, challenge)
+
+    async def _send_paid(self, request: SellerRequest, *, deadline: float, pin: str | None) -> SellerResponse:
+        """The paid request. A process that begins to stop while the seller has not answered waits
+        only what its grace period leaves calls: then the answer counts as lost (the intent stays
+        `submitted`), and the call says so with its idempotency key instead of being cut off."""
+        with self._stopping.bounded(self._answer_after_stop_s):
+            return await self._sellers.send(request, deadline=deadline, after_payment=True, pin=pin)
+        raise ResponseLost("the process stopped before the seller answered")
 
     async def _record_answer(
         self, principal: Principal, intent: PaymentIntent, response: SellerResponse, challenge: Challenge

@@ -8,6 +8,7 @@ files, not pipes, so a chatty process can never block on a full pipe.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -90,6 +91,16 @@ class ServeProcess:
             return httpx.get(f"{self.base_url}/readyz", timeout=2).status_code == 200
         except httpx.HTTPError:
             return False
+
+    def send_sigterm(self) -> None:
+        """What a container runtime (or Kubernetes, on a rolling restart) sends to stop it."""
+        assert self._process is not None
+        self._process.send_signal(signal.SIGTERM)
+
+    def wait_exit(self, timeout: float) -> int:
+        """Its exit code, once it exited (subprocess.TimeoutExpired past `timeout`)."""
+        assert self._process is not None
+        return self._process.wait(timeout=timeout)
 
     def stop(self) -> None:
         if self._process is not None and self._process.poll() is None:
