@@ -26,6 +26,7 @@ from server.kit.bodies import RequestTooLarge
 from server.kit.errors import NotFound, PaywardenError
 from server.kit.networks import network_name
 from server.services import Services
+from server.tenancy.service import LastOwner, MemberNotFound, NameTaken
 from server.web.http import NO_STORE, services_of
 
 TEMPLATES = Jinja2Templates(directory=Path(__file__).resolve().parents[1] / "templates")
@@ -64,6 +65,9 @@ _STATUS = {
     ApprovalNotFound.code: 404,
     ApprovalNotPending.code: 409,
     RequestTooLarge.code: 413,
+    MemberNotFound.code: 404,
+    LastOwner.code: 409,
+    NameTaken.code: 409,
 }
 
 
