@@ -58,6 +58,7 @@ def test_an_invitation_after_sudo_shows_its_link_once(
     link = re.search(r'<code class="code" id="enroll-link">([^<]+)</code>', answer.text)
     assert link is not None
     assert link.group(1).startswith(f"{server.settings.pages_url}/enroll/")
+    assert "It works once, for 24 hours" in answer.text
     again = owner.browser.get(PAGE)
     assert "new@example.com" in again.text
     assert link.group(1) not in again.text  # shown once

@@ -10,7 +10,7 @@ nothing in (server/tenancy/service.py, `set_member_disabled`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlmodel import Session
@@ -98,7 +98,7 @@ async def _render(
     *,
     status: int = 200,
     error: str | None = None,
-    invited: tuple[str, str] | None = None,
+    invited: tuple[str, str, str] | None = None,
     form: dict[str, str] | None = None,
 ) -> Response:
     services = visit.services
@@ -129,12 +129,11 @@ async def show(visit: Visit) -> Response:
 
 
 def _invite(
-    session: Session, signed_in: SignedIn, *, email: str, role: Role, now: datetime
+    session: Session, signed_in: SignedIn, *, email: str, role: Role, ttl: timedelta, now: datetime
 ) -> tuple[Member, str]:
     org = find_org(session, signed_in.principal, signed_in.member.org_id)
-    created = create_member(
-        session, org=org, email=email, role=role, actor=signed_in.principal.actor, now=now
-    )
+    actor = signed_in.principal.actor
+    created = create_member(session, org=org, email=email, role=role, actor=actor, now=now, enroll_ttl=ttl)
     return created.member, created.enroll_token
 
 
@@ -162,12 +161,19 @@ async def invite(visit: Visit) -> Response:
         return visit.redirect(sudo_url(PATH))
     try:
         member, token = await services.db.writing(
-            _invite, signed_in, email=email, role=role, now=services.clock.now()
+            _invite,
+            signed_in,
+            email=email,
+            role=role,
+            ttl=timedelta(seconds=services.settings.enroll_ttl),
+            now=services.clock.now(),
         )
     except PaywardenError as error:
         return await _render(visit, status=status_of(error), error=error.describe(), form=form)
     link = f"{services.settings.pages_url}/enroll/{token}"
-    return await _render(visit, invited=(member.email, link))
+    seconds = services.settings.enroll_ttl
+    lasts = f"{seconds // 3600} hours" if seconds >= 7200 else f"{seconds // 60} minutes"
+    return await _render(visit, invited=(member.email, link, lasts))
 
 
 def _member_id(visit: Visit) -> str:
