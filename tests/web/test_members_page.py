@@ -13,9 +13,9 @@ import pytest
 from server.kit.db import Database
 from server.vocabulary import Role
 from server.web.pages import members
-from tests.support.oauth import Person, SoftBrowser, enroll_token
+from tests.support.oauth import Person, SoftBrowser, enroll_token, enrolled_person
 from tests.support.org_pages import clock, colleague, member_row, owner, post_form, server, text_of
-from tests.support.paywarden import RunningServer
+from tests.support.paywarden import RunningServer, serve
 from tests.support.processes import serve_processes
 
 __all__ = ["clock", "owner", "server"]  # fixtures
@@ -67,11 +67,17 @@ def test_an_invitation_after_sudo_shows_its_link_once(
         assert newcomer.get("/admin").status_code == 200
 
 
-def test_an_invitation_is_checked_before_anything(server: RunningServer, owner: Person) -> None:
+def test_an_invitation_is_checked_before_anything(
+    server: RunningServer, sqlite_db: Database, owner: Person
+) -> None:
     bad_email = post_form(owner, PAGE, f"{PAGE}/invite", {"email": "not an email", "role": "viewer"})
     assert bad_email.status_code == 400
     assert "The email address is not valid." in text_of(bad_email)
     assert 'value="not an email"' in bad_email.text  # what was typed stays
+    existing = member_row(sqlite_db, owner.agent.org_id, owner.member_id).email
+    taken = post_form(owner, PAGE, f"{PAGE}/invite", {"email": existing.upper(), "role": "viewer"})
+    assert taken.status_code == 409
+    assert "A member with this email is already in your organisation." in text_of(taken)
     bad_role = post_form(owner, PAGE, f"{PAGE}/invite", {"email": "a@example.com", "role": "emperor"})
     assert bad_role.status_code == 400
     assert "The role must be one of owner, admin, approver, viewer." in text_of(bad_role)
@@ -197,23 +203,25 @@ def test_a_disabled_member_is_signed_out_and_their_passkey_refused(
 
 
 def test_a_disabled_members_session_is_refused_by_another_process(
-    server: RunningServer, sqlite_db: Database, owner: Person, tmp_path: Path
+    sqlite_db: Database, tmp_path: Path
 ) -> None:
-    approver = colleague(server, sqlite_db, owner, Role.APPROVER)
-    session_cookie = {"pw_session": approver.browser.http.cookies["pw_session"]}
+    """Two servers on one database, both on the machine's clock (a `paywarden serve` process keeps
+    it): the owner disables a member on one, and the member's session is refused by the other."""
     extra = {"PAYWARDEN_BACKGROUND_JOBS": "0"}
     with (
+        serve(sqlite_db.url, public_host="localhost") as here,
         serve_processes(
             1, database_url=sqlite_db.url, extra=extra, workdir=tmp_path, public_host="localhost"
-        ) as (
-            public_url,
-            _,
-        ),
-        httpx.Client(base_url=public_url, cookies=session_cookie, timeout=15) as elsewhere,
+        ) as (elsewhere_url, _),
     ):
-        assert elsewhere.get("/approvals").status_code == 200
-        post_form(owner, PAGE, f"{PAGE}/{approver.member_id}/disable")
-        refused = elsewhere.get("/approvals")
+        boss = enrolled_person(here, sqlite_db)
+        approver = colleague(here, sqlite_db, boss, Role.APPROVER)
+        session_cookie = {"pw_session": approver.browser.http.cookies["pw_session"]}
+        with httpx.Client(base_url=elsewhere_url, cookies=session_cookie, timeout=15) as elsewhere:
+            assert elsewhere.get("/approvals").status_code == 200
+            post_form(boss, PAGE, f"{PAGE}/{approver.member_id}/disable")
+            refused = elsewhere.get("/approvals")
+        boss.browser.close()
+        approver.browser.close()
     assert refused.status_code == 302
     assert refused.headers["location"].startswith("/login")
-    approver.browser.close()

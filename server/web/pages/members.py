@@ -21,6 +21,7 @@ from server.kit.errors import PaywardenError
 from server.models import Member
 from server.tenancy.service import (
     MemberNotFound,
+    NameTaken,
     check_email,
     create_member,
     find_member,
@@ -49,6 +50,7 @@ DONE = {
 NOT_MANAGER = "Only an owner or an admin of your organisation can invite, change or disable members."
 NOT_OWNER = "Only an owner can give or take the owner role, or disable an owner."
 NOT_YOURSELF = "You cannot disable yourself: ask another owner or admin."
+EMAIL_TAKEN = "A member with this email is already in your organisation."
 
 
 @dataclass(frozen=True)
@@ -137,6 +139,14 @@ def _invite(
     return created.member, created.enroll_token
 
 
+def _email_taken(session: Session, signed_in: SignedIn, email: str) -> bool:
+    try:
+        find_member(session, signed_in.principal, email, org_id=signed_in.member.org_id)
+    except MemberNotFound:
+        return False
+    return True
+
+
 async def _form(visit: Visit) -> dict[str, str]:
     form = await visit.request.form()
     visit.check_csrf(form.get("csrf"))
@@ -157,6 +167,8 @@ async def invite(visit: Visit) -> Response:
         return await _render(visit, status=status_of(error), error=error.describe(), form=form)
     if role is Role.OWNER and signed_in.member.role is not Role.OWNER:
         return refused(visit, NOT_OWNER)
+    if await services.db.reading(_email_taken, signed_in, email):
+        return await _render(visit, status=409, error=EMAIL_TAKEN, form=form)
     if _needs_sudo(visit):
         return visit.redirect(sudo_url(PATH))
     try:
@@ -168,8 +180,8 @@ async def invite(visit: Visit) -> Response:
             ttl=timedelta(seconds=services.settings.enroll_ttl),
             now=services.clock.now(),
         )
-    except PaywardenError as error:
-        return await _render(visit, status=status_of(error), error=error.describe(), form=form)
+    except NameTaken:  # invited by someone else meanwhile
+        return await _render(visit, status=409, error=EMAIL_TAKEN, form=form)
     link = f"{services.settings.pages_url}/enroll/{token}"
     seconds = services.settings.enroll_ttl
     lasts = f"{seconds // 3600} hours" if seconds >= 7200 else f"{seconds // 60} minutes"
