@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import Any
 
 from sqlmodel import Session
 from starlette.responses import Response
 
 from auth.sessions import SignedIn, member_activity
+from server.kit.db import lock_org
 from server.kit.errors import PaywardenError
 from server.models import Member
 from server.tenancy.service import (
@@ -199,9 +201,26 @@ def _target(session: Session, signed_in: SignedIn, member_id: str) -> Member:
     return find_member(session, signed_in.principal, member_id, org_id=signed_in.member.org_id)
 
 
-def _change_role(session: Session, signed_in: SignedIn, member_id: str, *, role: Role, now: datetime) -> None:
+class Outcome(StrEnum):
+    """What became of a change, decided in the unit of work that makes it (under the
+    organisation's lock), so a member's role cannot change between the check and the write."""
+
+    DONE = "done"
+    NOT_OWNER = "not_owner"
+    NEEDS_SUDO = "needs_sudo"
+
+
+def _change_role(
+    session: Session, signed_in: SignedIn, member_id: str, *, role: Role, sudo: bool, now: datetime
+) -> Outcome:
+    lock_org(session, signed_in.member.org_id)
     member = _target(session, signed_in, member_id)
+    if Role.OWNER in (role, member.role) and signed_in.member.role is not Role.OWNER:
+        return Outcome.NOT_OWNER
+    if widens(member.role, role) and not sudo:
+        return Outcome.NEEDS_SUDO
     set_member_role(session, signed_in.principal, member=member, role=role, now=now)
+    return Outcome.DONE
 
 
 async def change_role(visit: Visit) -> Response:
@@ -214,26 +233,36 @@ async def change_role(visit: Visit) -> Response:
     member_id = _member_id(visit)
     try:
         role = parse_role(form.get("role", ""))
+        outcome = await services.db.writing(
+            _change_role,
+            signed_in,
+            member_id,
+            role=role,
+            sudo=not _needs_sudo(visit),
+            now=services.clock.now(),
+        )
     except PaywardenError as error:
         return await _render(visit, status=status_of(error), error=error.describe())
-    target = await services.db.reading(_target, signed_in, member_id)
-    if Role.OWNER in (role, target.role) and signed_in.member.role is not Role.OWNER:
+    if outcome is Outcome.NOT_OWNER:
         return refused(visit, NOT_OWNER)
-    if widens(target.role, role) and _needs_sudo(visit):
+    if outcome is Outcome.NEEDS_SUDO:
         return visit.redirect(sudo_url(PATH))
-    try:
-        await services.db.writing(_change_role, signed_in, member_id, role=role, now=services.clock.now())
-    except PaywardenError as error:
-        return await _render(visit, status=status_of(error), error=error.describe())
     return visit.redirect(f"{PATH}?done=role")
 
 
-def _switch(session: Session, signed_in: SignedIn, member_id: str, *, disabled: bool, now: datetime) -> None:
+def _switch(
+    session: Session, signed_in: SignedIn, member_id: str, *, disabled: bool, now: datetime
+) -> Outcome:
+    lock_org(session, signed_in.member.org_id)
     member = _target(session, signed_in, member_id)
+    if member.role is Role.OWNER and signed_in.member.role is not Role.OWNER:
+        return Outcome.NOT_OWNER
     set_member_disabled(session, member=member, disabled=disabled, actor=signed_in.principal.actor, now=now)
+    return Outcome.DONE
 
 
 async def _set_disabled(visit: Visit, *, disabled: bool) -> Response:
+    """Disabling never waits for sudo; enabling gives back only what the member had."""
     await _form(visit)
     services = visit.services
     signed_in = visit.member
@@ -242,10 +271,11 @@ async def _set_disabled(visit: Visit, *, disabled: bool) -> Response:
     member_id = _member_id(visit)
     if disabled and member_id == signed_in.member.id:
         return refused(visit, NOT_YOURSELF)
-    target = await services.db.reading(_target, signed_in, member_id)
-    if target.role is Role.OWNER and signed_in.member.role is not Role.OWNER:
+    outcome = await services.db.writing(
+        _switch, signed_in, member_id, disabled=disabled, now=services.clock.now()
+    )
+    if outcome is Outcome.NOT_OWNER:
         return refused(visit, NOT_OWNER)
-    await services.db.writing(_switch, signed_in, member_id, disabled=disabled, now=services.clock.now())
     return visit.redirect(f"{PATH}?done={'disabled' if disabled else 'enabled'}")
 
 
