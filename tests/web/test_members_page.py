@@ -144,6 +144,7 @@ def test_a_viewer_sees_the_forms_disabled_and_is_refused(
         (f"{PAGE}/invite", {"email": "x@example.com", "role": "viewer"}),
         (f"{PAGE}/{owner.member_id}/role", {"role": "viewer"}),
         (f"{PAGE}/{owner.member_id}/disable", {}),
+        (f"{PAGE}/{owner.member_id}/enable", {}),
     ):
         answer = post_form(viewer, PAGE, action, fields)
         assert answer.status_code == 403, action
@@ -163,6 +164,7 @@ def test_a_form_without_its_csrf_token_is_refused(
         (f"{PAGE}/invite", {"email": "x@example.com", "role": "viewer"}),
         (f"{PAGE}/{viewer.member_id}/role", {"role": "approver"}),
         (f"{PAGE}/{viewer.member_id}/disable", {}),
+        (f"{PAGE}/{viewer.member_id}/enable", {}),
     ):
         for csrf in (None, "forged"):
             data = fields if csrf is None else {"csrf": csrf, **fields}
@@ -225,3 +227,20 @@ def test_a_disabled_members_session_is_refused_by_another_process(
         approver.browser.close()
     assert refused.status_code == 302
     assert refused.headers["location"].startswith("/login")
+
+
+def test_an_admin_manages_members_and_an_approver_does_not(
+    server: RunningServer, sqlite_db: Database, owner: Person
+) -> None:
+    admin = colleague(server, sqlite_db, owner, Role.ADMIN)
+    approver = colleague(server, sqlite_db, owner, Role.APPROVER)
+    refused = post_form(approver, PAGE, f"{PAGE}/{admin.member_id}/disable")
+    assert refused.status_code == 403
+    assert member_row(sqlite_db, owner.agent.org_id, admin.member_id).disabled_at is None
+    disabled = post_form(admin, PAGE, f"{PAGE}/{approver.member_id}/disable")
+    assert disabled.headers["location"] == f"{PAGE}?done=disabled"
+    assert member_row(sqlite_db, owner.agent.org_id, approver.member_id).disabled_at is not None
+    lowered = post_form(admin, PAGE, f"{PAGE}/{approver.member_id}/role", {"role": "viewer"})
+    assert lowered.headers["location"] == f"{PAGE}?done=role"
+    admin.browser.close()
+    approver.browser.close()
