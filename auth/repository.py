@@ -374,6 +374,15 @@ class PasskeyRepository(TenantRepository[MemberPasskey]):
             ).scalar_one()
         )
 
+    def counts_of_org(self, *, org_id: str) -> dict[str, int]:
+        """How many passkeys each member of the organisation has, by member id."""
+        rows = self.session.execute(
+            select(col(MemberPasskey.member_id), func.count())
+            .where(col(MemberPasskey.org_id) == org_id)
+            .group_by(col(MemberPasskey.member_id))
+        )
+        return {str(member_id): int(count) for member_id, count in rows}
+
     def remove(self, row: MemberPasskey) -> None:
         self.session.delete(row)
         self.session.flush()
@@ -391,6 +400,15 @@ class SessionRepository(Repository[WebSession]):
             .where(col(WebSession.id) == session_id, col(WebSession.revoked_at).is_(None))
             .values(revoked_at=now)
         )
+
+    def last_started_of_org(self, *, org_id: str) -> dict[str, datetime]:
+        """When each member of the organisation last signed in (their newest session), by member id."""
+        rows = self.session.execute(
+            select(col(WebSession.member_id), func.max(col(WebSession.created_at)))
+            .where(col(WebSession.org_id) == org_id)
+            .group_by(col(WebSession.member_id))
+        )
+        return {str(member_id): started for member_id, started in rows if started is not None}
 
     def revoke_of_member(self, member_id: str, now: datetime) -> int:
         """End every live session of a member ("sign out everywhere")."""

@@ -114,6 +114,33 @@ def end_all_sessions(session: Session, principal: Principal, *, now: datetime) -
     return ended
 
 
+def end_sessions_of_member(session: Session, *, member_id: str, now: datetime) -> int:
+    """End every live session of a member (when they are disabled): enabling them again later
+    does not bring those sessions back."""
+    return SessionRepository(session).revoke_of_member(member_id, now)
+
+
+@dataclass(frozen=True)
+class MemberActivity:
+    """What the members page says of each member's passkeys and sign-ins."""
+
+    passkeys: int
+    last_sign_in: datetime | None
+
+
+def member_activity(session: Session, principal: Principal, *, org_id: str) -> dict[str, MemberActivity]:
+    """Passkey counts and last sign-in of the organisation's members, by member id (a member
+    of another organisation reads nothing)."""
+    if principal.org_id is not None and principal.org_id != org_id:
+        return {}
+    counts = PasskeyRepository(session).counts_of_org(org_id=org_id)
+    started = SessionRepository(session).last_started_of_org(org_id=org_id)
+    return {
+        member_id: MemberActivity(passkeys=counts.get(member_id, 0), last_sign_in=started.get(member_id))
+        for member_id in {*counts, *started}
+    }
+
+
 @dataclass(frozen=True)
 class Csrf:
     """Makes and checks form tokens, bound to what the browser holds (see the module docstring)."""

@@ -118,15 +118,20 @@ def build_services(
         CatalogVerificationJob(catalog),
         LogAuditHeads(db=db),
     ]
-    if settings.slack_webhook_url is not None:
-        jobs.append(
-            ApprovalNotifier(
-                db=db,
-                clock=clock,
-                webhook_url=settings.slack_webhook_url.get_secret_value(),
-                public_url=settings.public_url,
-            )
+    # Always: an organisation may save its own webhook on the settings page at any time.
+    jobs.append(
+        ApprovalNotifier(
+            db=db,
+            clock=clock,
+            webhook_url=(
+                settings.slack_webhook_url.get_secret_value()
+                if settings.slack_webhook_url is not None
+                else None
+            ),
+            public_url=settings.public_url,
+            master=settings.master,
         )
+    )
     return Services(
         settings=settings,
         db=db,

@@ -17,6 +17,10 @@ So a slow or failing webhook can never block or fail `fetch_paid`.
   unfurling; every value that comes from an agent or a seller has `&`, `<` and `>` escaped as
   Slack asks and control characters flattened, so nothing can be formatted or made into a link
   with other words. There is no approve button: deciding happens on the approval page.
+- **Whose channel.** An organisation that saved its own webhook (the settings page) is
+  announced there; any other uses the server's `PAYWARDEN_SLACK_WEBHOOK_URL`, and with neither
+  its rows are skipped. An organisation's webhook is a secret: it is sealed with the master key
+  and pages show only its masked form.
 - **Account changes.** A passkey added or removed is an audit event; the job gives each such
   event an outbox row of its own and announces it like an approval, at most once and under the
   same limit, ahead of approvals (a passkey someone did not expect is the more urgent news).
@@ -27,8 +31,9 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -36,7 +41,9 @@ from server.approvals.repository import NotificationRepository
 from server.approvals.service import approval_url, effective_status
 from server.jobs.runner import holder_id
 from server.kit.clock import Clock
+from server.kit.crypto import MasterKey, SealError
 from server.kit.db import Database
+from server.kit.errors import InputReason, InvalidInput
 from server.kit.ids import new_id
 from server.kit.money import format_usd
 from server.kit.networks import is_testnet, network_name
@@ -113,6 +120,38 @@ def summary_message(count: int, *, public_url: str) -> str:
     )
 
 
+SLACK_WEBHOOK_PREFIX = "https://hooks.slack.com/services/"
+MAX_WEBHOOK_URL = 500
+
+
+def check_webhook_url(text: str, *, allow_loopback: bool = False) -> str:
+    """An organisation's Slack webhook as typed, checked: https on Slack's webhook host only (the
+    server posts to it, so no other host can be reached through it). With `allow_loopback` (tests,
+    when private hosts are allowed) a receiver on http://127.0.0.1 is accepted too."""
+    url = text.strip()
+    parts = urlsplit(url)
+    plain = len(url) <= MAX_WEBHOOK_URL and url.isprintable() and " " not in url and "@" not in parts.netloc
+    slack = url.startswith(SLACK_WEBHOOK_PREFIX) and len(url) > len(SLACK_WEBHOOK_PREFIX)
+    loopback = allow_loopback and parts.scheme == "http" and parts.hostname == "127.0.0.1"
+    if not plain or not (slack or loopback) or parts.query or parts.fragment:
+        raise InvalidInput(InputReason.INVALID_WEBHOOK_URL)
+    return url
+
+
+def mask_webhook(url: str) -> str:
+    """What pages show of a saved webhook: its host and the last four characters."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}/…{url[-4:]}"
+
+
+def webhook_context(org_id: str) -> str:
+    return f"slack-webhook:{org_id}"
+
+
+def seal_webhook(master: MasterKey, *, org_id: str, url: str) -> bytes:
+    return master.seal(url.encode(), context=webhook_context(org_id))
+
+
 def payload(text: str) -> dict[str, object]:
     return {"text": text, "mrkdwn": False, "unfurl_links": False, "unfurl_media": False}
 
@@ -124,10 +163,12 @@ class Outgoing:
     text: str
     row_ids: tuple[str, ...]
     summary: bool
+    webhook_url: str = ""
 
 
 class ApprovalNotifier:
-    """The background job that announces pending approvals to one webhook."""
+    """The background job that announces pending approvals, each organisation's to its own
+    webhook or else to the server's."""
 
     name = "approval-notifications"
     interval_seconds = 5.0
@@ -137,8 +178,9 @@ class ApprovalNotifier:
         *,
         db: Database,
         clock: Clock,
-        webhook_url: str,
+        webhook_url: str | None,
         public_url: str,
+        master: MasterKey | None = None,
         limit: int = RATE_LIMIT,
         window: timedelta = RATE_WINDOW,
         timeout_seconds: float = SEND_TIMEOUT_SECONDS,
@@ -147,6 +189,7 @@ class ApprovalNotifier:
         self._db = db
         self._clock = clock
         self._webhook_url = webhook_url
+        self._master = master
         self._public_url = public_url
         self._limit = limit
         self._window = window
@@ -202,13 +245,36 @@ class ApprovalNotifier:
                 )
                 changes[row.org_id].append(Outgoing(text, (row.id,), False))
             for org_id in {*changes, *by_org}:
+                webhook = self._webhook_of(outbox, org_id)
+                if webhook is None:
+                    for message in changes.get(org_id, []):
+                        outbox.close(
+                            message.row_ids[0], status=NotificationStatus.SKIPPED, error=None, now=now
+                        )
+                    for row, _, _ in by_org.get(org_id, []):
+                        outbox.close(row.id, status=NotificationStatus.SKIPPED, error=None, now=now)
+                    continue
+                changes[org_id] = [
+                    replace(message, webhook_url=webhook) for message in changes.get(org_id, [])
+                ]
                 room = self._limit - outbox.messages_since(org_id=org_id, since=now - self._window)
                 for message in changes.get(org_id, [])[: max(room, 0)]:
                     if outbox.claim(message.row_ids[0], holder=self._holder, announced=1, now=now):
                         outgoing.append(message)
                         room -= 1
-                outgoing += self._fill(outbox, by_org.get(org_id, []), room=room, now=now)
+                filled = self._fill(outbox, by_org.get(org_id, []), room=room, now=now)
+                outgoing += [replace(message, webhook_url=webhook) for message in filled]
         return outgoing
+
+    def _webhook_of(self, outbox: NotificationRepository, org_id: str) -> str | None:
+        """The organisation's own webhook when it saved one (and it opens), else the server's."""
+        sealed = outbox.sealed_webhook(org_id)
+        if sealed is not None and self._master is not None:
+            try:
+                return self._master.open(sealed, context=webhook_context(org_id)).decode()
+            except SealError:
+                log.warning("an organisation's Slack webhook does not open with this master key")
+        return self._webhook_url
 
     def _fill(
         self,
@@ -247,7 +313,7 @@ class ApprovalNotifier:
     async def _send(self, client: httpx.AsyncClient, message: Outgoing) -> str | None:
         """None when the webhook took the message; otherwise a short reason."""
         try:
-            response = await client.post(self._webhook_url, json=payload(message.text))
+            response = await client.post(message.webhook_url, json=payload(message.text))
         except httpx.TimeoutException:
             return "timeout"
         except httpx.HTTPError:

@@ -151,6 +151,13 @@ class NotificationRepository(TenantRepository[ApprovalNotification]):
         )
         return [(row, event) for row, event in self.session.exec(statement).all()]
 
+    def sealed_webhook(self, org_id: str) -> bytes | None:
+        """The organisation's own Slack webhook, sealed, if it set one."""
+        row = self.session.execute(
+            select(col(Organization.slack_webhook_sealed)).where(col(Organization.id) == org_id)
+        ).first()
+        return None if row is None else row[0]
+
     def member_email(self, *, org_id: str, member_id: object) -> str | None:
         member = self.session.get(Member, member_id) if isinstance(member_id, str) else None
         return member.email if member is not None and member.org_id == org_id else None

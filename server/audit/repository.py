@@ -38,9 +38,12 @@ class AuditRepository(TenantRepository[AuditEvent]):
         since: datetime | None,
         before_seq: int | None,
         limit: int,
+        actor: str | None = None,
+        until: datetime | None = None,
     ) -> Sequence[AuditEvent]:
         """The organisation's events, newest first: of one type (or a type's family, `agent.` for
-        every `agent.*`), one agent, from a time on, below a sequence number."""
+        every `agent.*`), one agent, one actor (`member:mem_...`), from a time on and before
+        another, below a sequence number."""
         statement = self.readable(reader).where(AuditEvent.org_id == org_id)
         if kind is not None:
             statement = (
@@ -50,8 +53,12 @@ class AuditRepository(TenantRepository[AuditEvent]):
             )
         if agent_id is not None:
             statement = statement.where(AuditEvent.agent_id == agent_id)
+        if actor is not None:
+            statement = statement.where(AuditEvent.actor == actor)
         if since is not None:
             statement = statement.where(col(AuditEvent.created_at) >= since)
+        if until is not None:
+            statement = statement.where(col(AuditEvent.created_at) < until)
         if before_seq is not None:
             statement = statement.where(col(AuditEvent.seq) < before_seq)
         return self._all(statement.order_by(col(AuditEvent.seq).desc()).limit(limit))

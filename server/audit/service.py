@@ -213,10 +213,20 @@ def events_page(
     since: datetime | None = None,
     before_seq: int | None = None,
     limit: int,
+    actor: str | None = None,
+    until: datetime | None = None,
 ) -> list[AuditEvent]:
     """A page of the organisation's audit events, newest first (see AuditRepository.page_of_org)."""
     found = AuditRepository(session).page_of_org(
-        reader, org_id=org_id, kind=kind, agent_id=agent_id, since=since, before_seq=before_seq, limit=limit
+        reader,
+        org_id=org_id,
+        kind=kind,
+        agent_id=agent_id,
+        since=since,
+        before_seq=before_seq,
+        limit=limit,
+        actor=actor,
+        until=until,
     )
     return list(found)
 

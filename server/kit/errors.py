@@ -59,6 +59,8 @@ class InputReason(StrEnum):
     INVALID_NETWORK = "invalid_network"
     OUTSIDE_ORGANISATION = "outside_organisation"
     INVALID_APPROVAL_TTL = "invalid_approval_ttl"
+    INVALID_WEBHOOK_URL = "invalid_webhook_url"
+    INVALID_AUDIT_FILTER = "invalid_audit_filter"
     INVALID_TTL = "invalid_ttl"
     ADMIN_SCOPE_NOT_GRANTABLE = "admin_scope_not_grantable"
     INVALID_SCOPE = "invalid_scope"
@@ -116,6 +118,13 @@ _SENTENCES: dict[InputReason, str] = {
     InputReason.OUTSIDE_ORGANISATION: "The team and member must belong to the agent's organisation.",
     InputReason.INVALID_APPROVAL_TTL: (
         "The approval TTL must be between 300 seconds (5 minutes) and 86400 (24 hours)."
+    ),
+    InputReason.INVALID_WEBHOOK_URL: (
+        "The Slack webhook must be an https://hooks.slack.com/services/... URL, without spaces."
+    ),
+    InputReason.INVALID_AUDIT_FILTER: (
+        "The audit log is filtered by a kind such as member.disabled, an agent, a member, and dates "
+        "written YYYY-MM-DD."
     ),
     InputReason.INVALID_TTL: "The TTL must be between 60 and 31622400 seconds.",
     InputReason.ADMIN_SCOPE_NOT_GRANTABLE: "The admin scope is never granted to an agent token.",

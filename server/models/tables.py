@@ -52,6 +52,10 @@ class Organization(SQLModel, table=True):
     name: str = Field(max_length=120, unique=True)
     approval_ttl_seconds: int = Field(default=900)
     created_at: datetime = _ts()
+    # The organisation's own Slack webhook (its URL is a secret): sealed with the master key, and
+    # the masked form pages show.
+    slack_webhook_sealed: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
+    slack_webhook_masked: str | None = Field(default=None, max_length=80)
 
 
 class Team(SQLModel, table=True):

@@ -14,6 +14,7 @@ from sqlmodel import Session
 
 from auth.passkeys import ENROLL_TTL, new_enrollment
 from auth.principal import Principal
+from auth.sessions import end_sessions_of_member
 from server.audit.service import record as audit
 from server.kit.errors import InputReason, InvalidInput, PaywardenError
 from server.kit.ids import new_id
@@ -121,6 +122,31 @@ def set_approval_ttl(session: Session, *, org: Organization, seconds: int, actor
     )
 
 
+def set_slack_webhook(
+    session: Session,
+    *,
+    org: Organization,
+    sealed: bytes | None,
+    masked: str | None,
+    actor: str,
+    now: datetime,
+) -> None:
+    """Save (or, with None, remove) the organisation's own Slack webhook: sealed, and the masked
+    form pages show; the audit event names only the masked form."""
+    org.slack_webhook_sealed = sealed
+    org.slack_webhook_masked = masked
+    OrganizationRepository(session).add(org, flush=False)
+    audit(
+        session,
+        org_id=org.id,
+        type="org.changed",
+        actor=actor,
+        subject_id=org.id,
+        data={"slackWebhook": masked},
+        now=now,
+    )
+
+
 def members(session: Session, principal: Principal, *, org_id: str) -> list[Member]:
     return list(MemberRepository(session).of_org(principal, org_id=org_id))
 
@@ -128,12 +154,15 @@ def members(session: Session, principal: Principal, *, org_id: str) -> list[Memb
 def set_member_disabled(
     session: Session, *, member: Member, disabled: bool, actor: str, now: datetime
 ) -> bool:
-    """Disable (or enable) a member; False when it already was. A disabled member's sessions are
-    refused from their next request and their passkeys sign nothing in (both read `disabled_at`)."""
+    """Disable (or enable) a member; False when it already was. A disabled member's sessions
+    end (refused from their next request in every process, and not revived by enabling them
+    again) and their passkeys sign nothing in (both read `disabled_at`)."""
     if (member.disabled_at is not None) == disabled:
         return False
     member.disabled_at = now if disabled else None
     MemberRepository(session).add(member, flush=False)
+    if disabled:
+        end_sessions_of_member(session, member_id=member.id, now=now)
     audit(
         session,
         org_id=member.org_id,

@@ -13,7 +13,20 @@ from starlette.staticfiles import StaticFiles
 from server.settings import Settings
 from server.web import oauth, wellknown
 from server.web.api import routes as admin_api
-from server.web.pages import account, agents, approvals, changes, connections, enroll, home, signin, sudo
+from server.web.pages import (
+    account,
+    agents,
+    approvals,
+    audit_log,
+    changes,
+    connections,
+    enroll,
+    home,
+    members,
+    org_settings,
+    signin,
+    sudo,
+)
 from server.web.pages.common import page
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -104,9 +117,6 @@ def routes(settings: Settings) -> list[BaseRoute]:
         ),
         Route(approvals.PATH, endpoint=page(approvals.inbox, signed_in=True), methods=["GET"]),
         Route(
-            f"{approvals.PATH}/settings", endpoint=page(approvals.set_ttl, signed_in=True), methods=["POST"]
-        ),
-        Route(
             f"{approvals.PATH}/{{approval_id}}",
             endpoint=page(approvals.show, signed_in=True),
             methods=["GET"],
@@ -153,6 +163,40 @@ def routes(settings: Settings) -> list[BaseRoute]:
             endpoint=page(agents.enable, signed_in=True),
             methods=["POST"],
         ),
+        *organisation_routes(),
         Route("/favicon.ico", endpoint=favicon, methods=["GET"]),
         Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
+    ]
+
+
+def organisation_routes() -> list[BaseRoute]:
+    """The organisation's pages: members, the audit log, and the settings."""
+    return [
+        Route(members.PATH, endpoint=page(members.show, signed_in=True), methods=["GET"]),
+        Route(f"{members.PATH}/invite", endpoint=page(members.invite, signed_in=True), methods=["POST"]),
+        Route(
+            f"{members.PATH}/{{member_id}}/role",
+            endpoint=page(members.change_role, signed_in=True),
+            methods=["POST"],
+        ),
+        Route(
+            f"{members.PATH}/{{member_id}}/disable",
+            endpoint=page(members.disable, signed_in=True),
+            methods=["POST"],
+        ),
+        Route(
+            f"{members.PATH}/{{member_id}}/enable",
+            endpoint=page(members.enable, signed_in=True),
+            methods=["POST"],
+        ),
+        Route(audit_log.PATH, endpoint=page(audit_log.show, signed_in=True), methods=["GET"]),
+        Route(org_settings.PATH, endpoint=page(org_settings.show, signed_in=True), methods=["GET"]),
+        Route(
+            f"{org_settings.PATH}/ttl", endpoint=page(org_settings.set_ttl, signed_in=True), methods=["POST"]
+        ),
+        Route(
+            f"{org_settings.PATH}/slack",
+            endpoint=page(org_settings.set_slack, signed_in=True),
+            methods=["POST"],
+        ),
     ]

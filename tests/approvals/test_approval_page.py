@@ -411,7 +411,7 @@ def test_an_agents_token_cannot_approve_through_any_endpoint(
                 json={"decision": "approve", "challengeId": "wch_x", "credential": {}},
             )
             assert answer.status_code == 401
-        assert agent.post("/approvals/settings", data={"minutes": "1440"}).status_code == 302
+        assert agent.post("/admin/settings/ttl", data={"minutes": "1440"}).status_code == 302
     assert _row(db, approval.id).status == "pending"
     # No MCP tool can reach the only function that writes a decision.
     graph, tools = _call_graph()
@@ -423,23 +423,23 @@ def test_an_agents_token_cannot_approve_through_any_endpoint(
 def test_an_owner_sets_how_long_approvals_wait(
     server: RunningServer, db: Database, owner: Person, clock: FrozenClock
 ) -> None:
-    page = owner.browser.get("/approvals")
-    assert "A pending approval lapses after 15 minutes." in page.text
-    csrf = csrf_of(page.text)
-    changed = owner.browser.http.post("/approvals/settings", data={"csrf": csrf, "minutes": "5"})
-    assert (changed.status_code, changed.headers["location"]) == (303, "/approvals?done=ttl")
+    assert "A pending approval lapses after 15 minutes." in owner.browser.get("/approvals").text
+    csrf = csrf_of(owner.browser.get("/admin/settings").text)
+    changed = owner.browser.http.post("/admin/settings/ttl", data={"csrf": csrf, "minutes": "5"})
+    assert (changed.status_code, changed.headers["location"]) == (303, "/admin/settings?done=ttl")
+    assert "A pending approval lapses after 5 minutes." in owner.browser.get("/approvals").text
     approval = _held(db, owner, clock, "short-ttl-1")
     assert approval.expires_at == clock.now() + (approval.expires_at - approval.created_at)
     assert (approval.expires_at - approval.created_at).total_seconds() == 300
-    refused = owner.browser.http.post("/approvals/settings", data={"csrf": csrf, "minutes": "4"})
+    refused = owner.browser.http.post("/admin/settings/ttl", data={"csrf": csrf, "minutes": "4"})
     assert refused.status_code == 400
     admin = enrolled_person(server, db, role=Role.ADMIN, org_id=owner.agent.org_id)
     try:
-        admin_csrf = csrf_of(admin.browser.get("/approvals").text)
-        assert "Save" not in admin.browser.get("/approvals").text
-        denied = admin.browser.http.post("/approvals/settings", data={"csrf": admin_csrf, "minutes": "60"})
+        admin_csrf = csrf_of(admin.browser.get("/admin/settings").text)
+        assert '<fieldset class="bare row" disabled>' in admin.browser.get("/admin/settings").text
+        denied = admin.browser.http.post("/admin/settings/ttl", data={"csrf": admin_csrf, "minutes": "60"})
         assert denied.status_code == 403
-        missing_csrf = admin.browser.http.post("/approvals/settings", data={"minutes": "60"})
+        missing_csrf = admin.browser.http.post("/admin/settings/ttl", data={"minutes": "60"})
         assert missing_csrf.status_code == 403
     finally:
         admin.browser.close()

@@ -121,6 +121,15 @@ class SoftBrowser:
             verify, json={"csrf": csrf, "challengeId": body["challengeId"], "credential": answer, **extra}
         )
 
+    def sudo(self, next_path: str = "/admin") -> httpx.Response:
+        """Sudo mode as the sudo page makes it: a fresh, user-verified passkey assertion for this
+        browser session, after which changes that widen authority are made for a few minutes."""
+        done = self.ceremony(
+            f"/account/sudo?next={next_path}", "/account/sudo/options", "/account/sudo/verify"
+        )
+        assert done.status_code == 200, done.text
+        return done
+
     def step_up(self, csrf: str) -> httpx.Response:
         """What passkeys.js does before adding a passkey: answer a step-up with this browser's
         authenticator (a passkey the member already has); the answer holds the `stepUpId`."""

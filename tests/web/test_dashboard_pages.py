@@ -286,12 +286,9 @@ def test_a_velocity_or_challenge_limit_emptied_is_refused_not_kept_silently(
 
 
 def test_in_sudo_mode_a_widening_change_is_made(
-    server: RunningServer, owner: Person, sqlite_db: Database, monkeypatch: pytest.MonkeyPatch
+    server: RunningServer, owner: Person, sqlite_db: Database
 ) -> None:
-    async def fresh(_visit: object) -> bool:
-        return True
-
-    monkeypatch.setattr(agent_pages, "fresh_sudo", fresh)
+    owner.browser.sudo()
     path, page = _page(owner)
     before = _policy(sqlite_db, owner.agent.agent_id)
     form = {
@@ -373,7 +370,7 @@ def _tokens(db: Database, agent_id: str) -> list[AccessToken]:
 
 
 def test_issuing_a_token_needs_sudo_then_shows_it_once_and_revoking_asks_first(
-    server: RunningServer, owner: Person, sqlite_db: Database, monkeypatch: pytest.MonkeyPatch
+    server: RunningServer, owner: Person, sqlite_db: Database
 ) -> None:
     path, page = _page(owner)
     form = {"csrf": csrf_of(page.text), "label": "ci runner", "scopes": ["payments:read"], "ttl_days": "7"}
@@ -389,10 +386,7 @@ def test_issuing_a_token_needs_sudo_then_shows_it_once_and_revoking_asks_first(
     assert "Choose one of the lifetimes listed." in _text(bad)
     assert "No token was issued: correct the choices marked below." in _text(bad)
 
-    async def fresh(_visit: object) -> bool:
-        return True
-
-    monkeypatch.setattr(agent_pages, "fresh_sudo", fresh)
+    owner.browser.sudo()
     issued = owner.browser.http.post(f"{path}/tokens", data=form)
     assert issued.status_code == 200
     assert issued.headers["cache-control"].startswith("no-store")

@@ -69,7 +69,9 @@ ENDPOINTS = [
     Endpoint("/account/passkeys/options", JSON, signed_in=True),
     Endpoint("/account/passkeys/pk_unknown/rename", FORM, signed_in=True),
     Endpoint("/connections/gr_unknown/revoke", FORM, signed_in=True),
-    Endpoint("/approvals/settings", FORM, signed_in=True),
+    Endpoint("/admin/settings/ttl", FORM, signed_in=True),
+    Endpoint("/admin/settings/slack", FORM, signed_in=True),
+    Endpoint("/admin/members/invite", FORM, signed_in=True),
     Endpoint("/oauth/authorize", FORM, signed_in=True),
     Endpoint("/logout", FORM, signed_in=True),
 ]

@@ -85,11 +85,6 @@ def may_manage(signed_in: SignedIn) -> bool:
     return signed_in.member.role in MANAGERS
 
 
-async def fresh_sudo(visit: Visit) -> bool:
-    """Whether this session holds sudo mode (a passkey confirmation of the last few minutes)."""
-    return await has_fresh_sudo(visit)
-
-
 @dataclass(frozen=True)
 class AgentView:
     agent: Agent
@@ -366,7 +361,7 @@ async def _change_policy(visit: Visit) -> Response:
     except SudoRequired:
         # Nothing was written. In sudo mode the same settings make the widening change; otherwise
         # the sudo page comes first, and the person makes the change again afterwards.
-        if not await fresh_sudo(visit):
+        if not await has_fresh_sudo(visit):
             return visit.redirect(sudo_url(here))
         before, after = await services.db.writing(
             _widen, visit.member, agent_id, settings, services.clock.now()
@@ -421,7 +416,7 @@ async def _issue_token(visit: Visit) -> Response:
     if errors:
         problem = "No token was issued: correct the choices marked below."
         return await _render(visit, agent_id, PageState(errors=errors, problem=problem), status=400)
-    if not await fresh_sudo(visit):
+    if not await has_fresh_sudo(visit):
         return visit.redirect(sudo_url(here))
     issued = await services.db.writing(
         _issue,

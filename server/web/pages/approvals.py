@@ -25,13 +25,12 @@ from server.kit.money import format_usd
 from server.kit.networks import is_testnet, network_name
 from server.models import Agent, Approval, Organization
 from server.payments import decisions
-from server.tenancy.service import find_org, get_agent, set_approval_ttl
-from server.vocabulary import ApprovalStatus, ChallengePurpose, HoldReason, Role
+from server.tenancy.service import find_org, get_agent
+from server.vocabulary import ApprovalStatus, ChallengePurpose, HoldReason
 from server.web.pages.ceremonies import options_answer, read_answer
 from server.web.pages.common import Visit
 
 PATH = "/approvals"
-TTL_CHOICES_MINUTES = (5, 10, 15, 30, 60, 120, 240, 480, 1440)
 
 REASONS = {
     HoldReason.RULE: "A hold rule of your organisation selects this payment.",
@@ -52,7 +51,6 @@ DONE = {
         "key pays."
     ),
     "denied": "You denied this payment. Nothing will be paid.",
-    "ttl": "Pending approvals now wait for the time you chose.",
 }
 # The challenge binds the whole resource, query and all: the page shows it whole, folding only
 # what would push the decision off a phone's screen.
@@ -189,38 +187,11 @@ async def inbox(visit: Visit) -> Response:
             "nav": "approvals",
             "tab": "decided" if decided else "waiting",
             "may_decide": signed_in.member.role.may_approve,
-            "is_owner": signed_in.member.role is Role.OWNER,
             "approvals": shown,
             "ttl_minutes": org.approval_ttl_seconds // 60,
-            "ttl_choices": TTL_CHOICES_MINUTES,
             "notice": DONE.get(visit.request.query_params.get("done", "")),
         },
     )
-
-
-def _set_own_approval_ttl(session: Session, signed_in: SignedIn, seconds: int, now: datetime) -> None:
-    org = find_org(session, signed_in.principal, signed_in.member.org_id)
-    set_approval_ttl(session, org=org, seconds=seconds, actor=signed_in.principal.actor, now=now)
-
-
-async def set_ttl(visit: Visit) -> Response:
-    """An owner sets how long the organisation's pending approvals wait (5 minutes to 24 hours)."""
-    form = await visit.request.form()
-    visit.check_csrf(form.get("csrf"))
-    services = visit.services
-    signed_in = visit.member
-    if signed_in.member.role is not Role.OWNER:
-        return visit.message(
-            "Only an owner can change this",
-            "Only an owner of your organisation can change how long approvals wait.",
-            status=403,
-        )
-    minutes = form.get("minutes")
-    if not isinstance(minutes, str) or not minutes.isdigit():
-        raise InvalidInput(InputReason.INVALID_APPROVAL_TTL)
-
-    await services.db.writing(_set_own_approval_ttl, signed_in, int(minutes) * 60, services.clock.now())
-    return visit.redirect(f"{PATH}?done=ttl")
 
 
 def _approval_id(visit: Visit) -> str:

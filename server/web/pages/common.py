@@ -27,6 +27,7 @@ from server.kit.errors import NotFound, PaywardenError
 from server.kit.networks import network_name
 from server.services import Services
 from server.tenancy.changes import ChangeNotFound, ChangeNotPending, ConfirmForbidden
+from server.tenancy.service import LastOwner, MemberNotFound, NameTaken
 from server.web.http import NO_STORE, services_of
 
 TEMPLATES = Jinja2Templates(directory=Path(__file__).resolve().parents[1] / "templates")
@@ -68,6 +69,9 @@ _STATUS = {
     ChangeNotPending.code: 409,
     ConfirmForbidden.code: 403,
     RequestTooLarge.code: 413,
+    MemberNotFound.code: 404,
+    LastOwner.code: 409,
+    NameTaken.code: 409,
 }
 
 
