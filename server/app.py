@@ -25,13 +25,15 @@ from server.jobs.runner import JobRunner
 from server.kit.bodies import BodyLimit, RequestTooLarge, limit_for_path
 from server.kit.clock import Clock
 from server.kit.logs import configure_logging
+from server.kit.metrics import process_stopping
 from server.kit.migrations import current_revision, head_revision
+from server.kit.request_ids import RequestIdMiddleware
 from server.mcp.bearer import BearerAuthMiddleware
 from server.mcp.endpoint import McpTransport
 from server.mcp.server import build_mcp_server
 from server.services import Services, build_services, open_master_key
 from server.settings import Settings, load_settings
-from server.web import health
+from server.web import health, metrics
 from server.web.errors import http_error, server_error, too_large
 from server.web.routes import routes as web_routes
 
@@ -91,11 +93,17 @@ def create_app(
                 await runner.release()
             with anyio.CancelScope(shield=True):
                 await services.aclose()
+            process_stopping()
 
     routes = [
         Route("/mcp", endpoint=mcp_endpoint, methods=["GET", "POST", "DELETE"]),
         Route("/healthz", endpoint=health.healthz, methods=["GET"]),
         Route("/readyz", endpoint=health.readyz(services.db), methods=["GET"]),  # type: ignore[arg-type]
+        Route(
+            "/metrics",
+            endpoint=metrics.metrics(services.db, services.clock, settings.metrics_token),
+            methods=["GET"],
+        ),
         *web_routes(settings),
     ]
     app = Starlette(
@@ -103,7 +111,8 @@ def create_app(
         lifespan=lifespan,
         # Every body is capped where it is read (server/kit/bodies.py); a reader that meets the
         # cap and is not a page (which says it itself) answers 413 `request_too_large`.
-        middleware=[Middleware(BodyLimit, limit_for=limit_for_path)],
+        # The request id first, so that everything after it, errors included, logs under it.
+        middleware=[Middleware(RequestIdMiddleware), Middleware(BodyLimit, limit_for=limit_for_path)],
         exception_handlers={
             404: http_error,
             405: http_error,

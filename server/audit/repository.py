@@ -56,6 +56,11 @@ class AuditRepository(TenantRepository[AuditEvent]):
             statement = statement.where(col(AuditEvent.seq) < before_seq)
         return self._all(statement.order_by(col(AuditEvent.seq).desc()).limit(limit))
 
+    def newest_created_at(self) -> datetime | None:
+        """When the newest event of any organisation was written (a system read: metrics)."""
+        newest = self.session.exec(select(func.max(AuditEvent.created_at))).one()
+        return newest if isinstance(newest, datetime) else None
+
     def heads(self) -> Sequence[AuditEvent]:
         """Every organisation's newest event (system read, across organisations)."""
         newest = (

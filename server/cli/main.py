@@ -6,7 +6,7 @@ import typer
 
 from server.cli import admin, audit, demo, doctor, schemas
 from server.cli.context import cli_context
-from server.cli.output import command_group, emit, reported_errors
+from server.cli.output import command_group, emit, fail, reported_errors
 
 app = command_group(
     "Paywarden: a spending control plane for AI agents that pay x402 APIs.",
@@ -49,30 +49,45 @@ def serve(
     """Serve the MCP endpoint and the HTTP API. Without PAYWARDEN_PUBLIC_URL the public URL is
     http://localhost:PORT (or http://HOST:PORT for a named host)."""
     import os
+    import shutil
+    import tempfile
 
     import uvicorn
 
     from server.settings import is_configured
 
+    own_metrics_dir: str | None = None
     with reported_errors():
         if not is_configured("PAYWARDEN_PUBLIC_URL"):
             # The workers read it too: they load their settings from this environment.
             os.environ["PAYWARDEN_PUBLIC_URL"] = f"http://{public_name(host)}:{port}"
+        shared = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+        if shared and not os.path.isdir(shared):
+            fail(f"PROMETHEUS_MULTIPROC_DIR: {shared} is not a directory", 2)
+        if not shared and workers > 1:
+            # The workers share one port, so a scrape reaches any of them: they share their numbers.
+            own_metrics_dir = os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(
+                prefix="paywarden-metrics-"
+            )
         ctx = cli_context()
         ctx.ready()
         typer.echo(
             f"Paywarden serving {ctx.settings.mcp_url} (bound to {host}:{port}, {workers} worker(s))",
             err=True,
         )
-    uvicorn.run(
-        "server.app:create_app_from_env",
-        factory=True,
-        host=host,
-        port=port,
-        workers=workers,
-        log_config=None,  # the workers log through configure_logging (PAYWARDEN_LOG_FORMAT)
-        proxy_headers=False,
-    )
+    try:
+        uvicorn.run(
+            "server.app:create_app_from_env",
+            factory=True,
+            host=host,
+            port=port,
+            workers=workers,
+            log_config=None,  # the workers log through configure_logging (PAYWARDEN_LOG_FORMAT)
+            proxy_headers=False,
+        )
+    finally:
+        if own_metrics_dir is not None:
+            shutil.rmtree(own_metrics_dir, ignore_errors=True)
 
 
 # Addresses this machine's browser reaches as localhost (binding every interface includes loopback).
