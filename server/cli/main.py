@@ -71,8 +71,10 @@ def serve(
             )
         ctx = cli_context()
         ctx.ready()
+        shared_in = f", metrics shared in {own_metrics_dir}" if own_metrics_dir else ""
         typer.echo(
-            f"Paywarden serving {ctx.settings.mcp_url} (bound to {host}:{port}, {workers} worker(s))",
+            f"Paywarden serving {ctx.settings.mcp_url} (bound to {host}:{port}, {workers} worker(s)"
+            f"{shared_in})",
             err=True,
         )
     try:
