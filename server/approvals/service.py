@@ -478,7 +478,8 @@ def expire_lapsed(session: Session, *, actor: str, now: datetime) -> list[Approv
         ):
             continue
         approval.status = ApprovalStatus.EXPIRED
-        _observe_wait(approval, until=approval.expires_at)
+        if approval.decided_at is None:  # one approved and left unused was timed when approved
+            _observe_wait(approval, until=approval.expires_at)
         session.add(approval)
         audit(
             session,

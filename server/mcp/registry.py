@@ -9,6 +9,7 @@ counts its calls by outcome (server/kit/metrics.py).
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -68,6 +69,7 @@ def _counted(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
     """`fn`, counting each call by its outcome. The tool's schemas were read from `fn` itself:
     the SDK calls this with the arguments it validated against them."""
 
+    @functools.wraps(fn)
     async def call(**arguments: Any) -> Any:
         try:
             result = await fn(**arguments)
