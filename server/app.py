@@ -10,6 +10,7 @@ to any process; a session's requests must reach the process that holds it (affin
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
@@ -128,4 +129,6 @@ def create_app_from_env() -> Starlette:
     """Factory for `uvicorn --factory` and multi-worker serving."""
     settings = load_settings()
     configure_logging(settings.log_format)
+    # The lifespan's end removes this process's live gauges; this also covers a start that failed.
+    atexit.register(process_stopping)
     return create_app(settings)

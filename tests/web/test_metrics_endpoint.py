@@ -20,7 +20,7 @@ from server.kit.db import Database
 from tests.support.chain import free_port
 from tests.support.oauth import call_tool, rpc_result
 from tests.support.paywarden import RunningServer, serve, settings_for
-from tests.support.processes import ServeProcess, server_environ
+from tests.support.processes import ServeProcess, paywarden_command, server_environ
 from tests.support.tenants import make_agent
 
 # Every label any of our metrics may have: each names a closed set (docs/operations.md).
@@ -144,3 +144,20 @@ def test_with_a_metrics_token_a_scrape_with_it_is_answered(guarded: RunningServe
     )
     assert answer.status_code == 200
     assert "paywarden_tool_calls" in answer.text
+
+
+def test_serve_refuses_a_metrics_directory_that_does_not_exist(sqlite_db: Database, tmp_path: Path) -> None:
+    missing = tmp_path / "not-there"
+    environ = server_environ(database_url=sqlite_db.url, public_url="http://127.0.0.1:1", extra={})
+    environ["PROMETHEUS_MULTIPROC_DIR"] = str(missing)
+    done = subprocess.run(
+        [str(paywarden_command()), "serve", "--port", str(free_port())],
+        env=environ,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert f"PROMETHEUS_MULTIPROC_DIR: {missing} is not a directory" in done.stderr
