@@ -40,7 +40,15 @@ from tests.support.oauth import (
     refresh_with,
     register,
 )
-from tests.support.paywarden import TEST_MASTER_KEY, RunningServer, chain_environ, serve, structured
+from tests.support.paywarden import (
+    TEST_MASTER_KEY,
+    RunningServer,
+    chain_environ,
+    error_of,
+    mcp_client,
+    serve,
+    structured,
+)
 from tests.support.seller import Seller
 from tests.support.tenants import make_agent, make_member, pin_payee
 
@@ -253,3 +261,28 @@ def test_a_sign_in_and_a_connection_leave_no_secret_in_logs_or_metrics(
     for found in secrets_and_data:
         assert found not in logged, f"a log line carries {found[:12]}..."
         assert found not in metrics_text, f"a metric carries {found[:12]}..."
+
+
+async def test_a_denied_call_is_counted_by_its_outcome_and_first_reason(
+    server: RunningServer, module_sqlite_db: Database, seller: Seller, funded_wallet: FundedWallet
+) -> None:
+    setup = make_agent(
+        module_sqlite_db,
+        server.settings,
+        allow_hosts=["127.0.0.1"],
+        wallet_key=funded_wallet.private_key,
+        max_per_tx="0.10",
+    )
+    labels = {"outcome": "deny", "reason": "amount_exceeds_per_transaction"}
+    before = samples(scrape(server))
+    async with mcp_client(server.mcp_url, setup.token) as client:
+        denied = await client.call_tool("fetch_paid", {"url": seller.url("/report")})  # 0.50 > 0.10
+    assert error_of(denied)["code"] == "policy_denied"
+    after = samples(scrape(server))
+    assert value(after, "paywarden_policy_decisions_total", **labels) == (
+        value(before, "paywarden_policy_decisions_total", **labels) + 1
+    )
+    calls = {"tool": "fetch_paid", "outcome": "policy_denied"}
+    assert value(after, "paywarden_tool_calls_total", **calls) == (
+        value(before, "paywarden_tool_calls_total", **calls) + 1
+    )
