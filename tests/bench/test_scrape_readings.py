@@ -19,7 +19,7 @@ from sqlmodel import Session
 from server.audit.service import newest_event_at
 from server.kit.db import Database
 from server.payments.census import payments_by_state
-from tests.bench.harness import setting
+from tests.bench.harness import quick, setting
 from tests.support.databases import migrated_database
 
 pytestmark = pytest.mark.postgres
@@ -71,8 +71,8 @@ def _whole_log_max(session: Session) -> object:
 
 @pytest.mark.timeout(600)
 def test_a_scrape_reads_the_audit_head_by_index_and_counts_payments(tmp_path: Path) -> None:
-    events = setting("PAYWARDEN_BENCH_SCRAPE_EVENTS", 1_000_000, 20_000)
-    payments = setting("PAYWARDEN_BENCH_SCRAPE_PAYMENTS", 500_000, 10_000)
+    events = setting("SCRAPE_EVENTS", 1_000_000, 20_000)
+    payments = setting("SCRAPE_PAYMENTS", 500_000, 10_000)
     with migrated_database("postgres", tmp_path) as db:
         _fill(db, events=events, payments=payments)
         with db.read() as session:
@@ -86,4 +86,5 @@ def test_a_scrape_reads_the_audit_head_by_index_and_counts_payments(tmp_path: Pa
         f"audit head age {head_ms:.1f} ms (max over the whole log: {scan_ms:.1f} ms), "
         f"payments by state {count_ms:.1f} ms"
     )
-    assert head_ms < scan_ms  # the reason it reads each organisation's head
+    if not quick():  # at a few thousand rows the two are alike
+        assert head_ms < scan_ms  # the reason it reads each organisation's head
