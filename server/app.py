@@ -10,6 +10,7 @@ to any process; a session's requests must reach the process that holds it (affin
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
@@ -25,14 +26,16 @@ from server.jobs.runner import JobRunner
 from server.kit.bodies import BodyLimit, RequestTooLarge, limit_for_path
 from server.kit.clock import Clock
 from server.kit.logs import configure_logging
+from server.kit.metrics import process_stopping
 from server.kit.migrations import current_revision, head_revision
+from server.kit.request_ids import RequestIdMiddleware
 from server.kit.stopping import reserve_seconds, watching
 from server.mcp.bearer import BearerAuthMiddleware
 from server.mcp.endpoint import McpTransport
 from server.mcp.server import build_mcp_server
 from server.services import Services, build_services, open_master_key
 from server.settings import Settings, load_settings
-from server.web import health
+from server.web import health, metrics
 from server.web.errors import http_error, server_error, too_large
 from server.web.routes import routes as web_routes
 
@@ -96,11 +99,17 @@ def create_app(
             with anyio.CancelScope(shield=True):
                 # Within what the grace period keeps for this, after the leases' release.
                 await services.aclose(settle_wait_s=reserve_seconds(settings.shutdown_grace_seconds) * 0.8)
+            process_stopping()
 
     routes = [
         Route("/mcp", endpoint=mcp_endpoint, methods=["GET", "POST", "DELETE"]),
         Route("/healthz", endpoint=health.healthz, methods=["GET"]),
         Route("/readyz", endpoint=health.readyz(services.db), methods=["GET"]),  # type: ignore[arg-type]
+        Route(
+            "/metrics",
+            endpoint=metrics.metrics(services.db, services.clock, settings.metrics_token),
+            methods=["GET"],
+        ),
         *web_routes(settings),
     ]
     app = Starlette(
@@ -108,7 +117,8 @@ def create_app(
         lifespan=lifespan,
         # Every body is capped where it is read (server/kit/bodies.py); a reader that meets the
         # cap and is not a page (which says it itself) answers 413 `request_too_large`.
-        middleware=[Middleware(BodyLimit, limit_for=limit_for_path)],
+        # The request id first, so that everything after it, errors included, logs under it.
+        middleware=[Middleware(RequestIdMiddleware), Middleware(BodyLimit, limit_for=limit_for_path)],
         exception_handlers={
             404: http_error,
             405: http_error,
@@ -124,4 +134,6 @@ def create_app_from_env() -> Starlette:
     """Factory for `uvicorn --factory` and multi-worker serving."""
     settings = load_settings()
     configure_logging(settings.log_format)
+    # The lifespan's end removes this process's live gauges; this also covers a start that failed.
+    atexit.register(process_stopping)
     return create_app(settings)

@@ -81,6 +81,8 @@ class Settings(BaseSettings):
     settlement_wait_ms: int = Field(default=0, ge=0, le=10_000)
     slack_webhook_url: SecretStr | None = None
     log_format: Literal["console", "json"] = "console"
+    # A bearer token /metrics asks for; without it /metrics is open (for a scraper in the cluster).
+    metrics_token: SecretStr | None = None
     background_jobs: bool = True
     # How long `serve` may take to stop after SIGTERM: calls in flight finish (a wait for a person
     # ends at once), then the process lets its leases go and exits. Below Kubernetes' 30 s.
@@ -152,6 +154,13 @@ class Settings(BaseSettings):
                 raise ValueError(f"the confirmations for {network} must be 0 to {MAX_CONFIRMATIONS} blocks")
             merged[network] = depth
         return merged
+
+    @field_validator("metrics_token")
+    @classmethod
+    def _metrics_token(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < 16:
+            raise ValueError("must be at least 16 characters (openssl rand -base64 32 makes one)")
+        return value
 
     @field_validator("slack_webhook_url")
     @classmethod

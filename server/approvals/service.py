@@ -43,6 +43,7 @@ from server.approvals.repository import ApprovalRepository
 from server.audit.service import record as audit
 from server.kit.db import lock_org
 from server.kit.ids import new_id
+from server.kit.metrics import APPROVAL_WAIT
 from server.kit.money import format_usd
 from server.models import Approval, Member, MemberPasskey, PaymentIntent, WebAuthnChallenge
 from server.tenancy.service import MemberNotFound, find_member
@@ -266,6 +267,12 @@ def decide_break_glass(
     return approval
 
 
+def _observe_wait(approval: Approval, *, until: datetime) -> None:
+    """How long the approval waited for a person, by how it ended (approved, denied, expired)."""
+    waited = max((until - approval.created_at).total_seconds(), 0.0)
+    APPROVAL_WAIT.labels(outcome=str(approval.status)).observe(waited)
+
+
 def _record_decision(
     session: Session,
     approval: Approval,
@@ -280,6 +287,7 @@ def _record_decision(
         raise ApprovalNotPending(status=str(status))
     approval.status = ApprovalStatus.APPROVED if approve else ApprovalStatus.DENIED
     approval.decided_at = now
+    _observe_wait(approval, until=now)
     approval.decided_by = member.id
     session.add(approval)
     audit(
@@ -470,6 +478,8 @@ def expire_lapsed(session: Session, *, actor: str, now: datetime) -> list[Approv
         ):
             continue
         approval.status = ApprovalStatus.EXPIRED
+        if approval.decided_at is None:  # one approved and left unused was timed when approved
+            _observe_wait(approval, until=approval.expires_at)
         session.add(approval)
         audit(
             session,

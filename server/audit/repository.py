@@ -10,7 +10,7 @@ from sqlalchemy import and_, func
 from sqlmodel import col, select
 
 from server.kit.repository import Reader, TenantRepository
-from server.models import AuditEvent
+from server.models import AuditEvent, Organization
 
 
 class AuditRepository(TenantRepository[AuditEvent]):
@@ -62,6 +62,22 @@ class AuditRepository(TenantRepository[AuditEvent]):
         if before_seq is not None:
             statement = statement.where(col(AuditEvent.seq) < before_seq)
         return self._all(statement.order_by(col(AuditEvent.seq).desc()).limit(limit))
+
+    def newest_created_at(self) -> datetime | None:
+        """When the newest event of any organisation was written (a system read: metrics).
+
+        Each organisation's newest event is found through the (org_id, seq) index, so a scrape
+        reads one row per organisation, not the whole log."""
+        head_of_org = (
+            select(AuditEvent.created_at)
+            .where(col(AuditEvent.org_id) == Organization.id)
+            .order_by(col(AuditEvent.seq).desc())
+            .limit(1)
+            .correlate(Organization)
+            .scalar_subquery()
+        )
+        newest = self.session.exec(select(func.max(head_of_org)).select_from(Organization)).one()
+        return newest if isinstance(newest, datetime) else None
 
     def heads(self) -> Sequence[AuditEvent]:
         """Every organisation's newest event (system read, across organisations)."""

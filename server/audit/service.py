@@ -9,7 +9,8 @@ chain that checks out; that is caught against a head recorded earlier (`heads`, 
 server periodically, and `audit verify --expect-head`).
 Appends lock the organisation for the rest of the transaction so two writers can never claim the
 same sequence number. Secrets, keys, signatures and request or response bodies are never written:
-`record` refuses data that carries them.
+`record` refuses data that carries them. An event written while serving an HTTP request carries
+that request's id in its data (`requestId`), covered by the hash like everything else.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from server.audit.repository import AuditRepository
 from server.kit.db import audit_key_of, lock_org
 from server.kit.ids import new_id
 from server.kit.repository import Reader
+from server.kit.request_ids import current_request_id
 from server.models import AuditEvent
 
 _FORBIDDEN_KEYS = {"token", "secret", "signature", "privatekey", "private_key", "key", "body", "password"}
@@ -128,6 +130,10 @@ def record(
     subject_id: str | None = None,
 ) -> AuditEvent:
     _check_clean(data)
+    # The request that wrote the event, inside the hashed data: tamper-evident like the rest.
+    request_id = current_request_id()
+    if request_id is not None and "requestId" not in data:
+        data = {**data, "requestId": request_id}
     key = _key(session)
     lock_org(session, org_id)
     events = AuditRepository(session)
@@ -233,6 +239,11 @@ def events_page(
 
 def hmac_equal(a: str, b: str) -> bool:
     return hmac.compare_digest(a.encode(), b.encode())
+
+
+def newest_event_at(session: Session) -> datetime | None:
+    """When the newest audit event of any organisation was written (None before the first)."""
+    return AuditRepository(session).newest_created_at()
 
 
 def heads(session: Session) -> list[Head]:

@@ -7,6 +7,8 @@ from typing import Any
 
 import httpx
 
+from server.kit.metrics import RPC_LATENCY, rpc_method_label, timed
+
 
 class RpcError(Exception):
     pass
@@ -22,13 +24,16 @@ class JsonRpc:
         await self._http.aclose()
 
     async def call(self, method: str, params: list[Any]) -> Any:
-        try:
-            response = await self._http.post(
-                self.url, json={"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params}
-            )
-            document = response.json()
-        except (httpx.HTTPError, ValueError) as exc:
-            raise RpcError(f"{method} failed: {type(exc).__name__}") from exc
-        if not isinstance(document, dict) or "error" in document:
-            raise RpcError(f"{method} returned an error")
-        return document.get("result")
+        with timed(RPC_LATENCY, method=rpc_method_label(method), outcome="error") as labels:
+            try:
+                response = await self._http.post(
+                    self.url,
+                    json={"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params},
+                )
+                document = response.json()
+            except (httpx.HTTPError, ValueError) as exc:
+                raise RpcError(f"{method} failed: {type(exc).__name__}") from exc
+            if not isinstance(document, dict) or "error" in document:
+                raise RpcError(f"{method} returned an error")
+            labels["outcome"] = "ok"
+            return document.get("result")

@@ -9,7 +9,7 @@ import typer
 
 from server.cli import admin, audit, demo, doctor, schemas
 from server.cli.context import cli_context
-from server.cli.output import command_group, emit, reported_errors
+from server.cli.output import command_group, emit, fail, reported_errors
 
 app = command_group(
     "Paywarden: a spending control plane for AI agents that pay x402 APIs.",
@@ -52,35 +52,52 @@ def serve(
     """Serve the MCP endpoint and the HTTP API. Without PAYWARDEN_PUBLIC_URL the public URL is
     http://localhost:PORT (or http://HOST:PORT for a named host)."""
     import os
+    import shutil
+    import tempfile
 
     import uvicorn
 
     from server.kit.stopping import calls_grace_seconds
     from server.settings import is_configured
 
+    own_metrics_dir: str | None = None
     with reported_errors():
         if not is_configured("PAYWARDEN_PUBLIC_URL"):
             # The workers read it too: they load their settings from this environment.
             os.environ["PAYWARDEN_PUBLIC_URL"] = f"http://{public_name(host)}:{port}"
+        shared = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+        if shared and not os.path.isdir(shared):
+            fail(f"PROMETHEUS_MULTIPROC_DIR: {shared} is not a directory", 2)
+        if not shared and workers > 1:
+            # The workers share one port, so a scrape reaches any of them: they share their numbers.
+            own_metrics_dir = os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(
+                prefix="paywarden-metrics-"
+            )
         ctx = cli_context()
         ctx.ready()
+        shared_in = f", metrics shared in {own_metrics_dir}" if own_metrics_dir else ""
         typer.echo(
-            f"Paywarden serving {ctx.settings.mcp_url} (bound to {host}:{port}, {workers} worker(s))",
+            f"Paywarden serving {ctx.settings.mcp_url} (bound to {host}:{port}, {workers} worker(s)"
+            f"{shared_in})",
             err=True,
         )
     grace = ctx.settings.shutdown_grace_seconds
     # A SIGTERM is the ordinary end of a server: once it stopped in time, the exit code is 0.
     signal.signal(signal.SIGTERM, _stopped)
-    uvicorn.run(
-        "server.app:create_app_from_env",
-        factory=True,
-        host=host,
-        port=port,
-        workers=workers,
-        log_config=None,  # the workers log through configure_logging (PAYWARDEN_LOG_FORMAT)
-        proxy_headers=False,
-        timeout_graceful_shutdown=calls_grace_seconds(grace),  # uvicorn then cancels them
-    )
+    try:
+        uvicorn.run(
+            "server.app:create_app_from_env",
+            factory=True,
+            host=host,
+            port=port,
+            workers=workers,
+            log_config=None,  # the workers log through configure_logging (PAYWARDEN_LOG_FORMAT)
+            proxy_headers=False,
+            timeout_graceful_shutdown=calls_grace_seconds(grace),  # uvicorn then cancels them
+        )
+    finally:
+        if own_metrics_dir is not None:
+            shutil.rmtree(own_metrics_dir, ignore_errors=True)
 
 
 def _stopped(_signal: int, _frame: FrameType | None) -> None:

@@ -27,6 +27,8 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.pool import ConnectionPoolEntry
 from sqlmodel import Session
 
+from server.kit.metrics import DB_CONNECTIONS_IN_USE
+
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -46,10 +48,21 @@ def make_engine(url: str, *, pool_size: int = DEFAULT_POOL_SIZE, durable: bool =
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
         event.listen(engine, "connect", _sqlite_on_connect_durable if durable else _sqlite_on_connect)
         event.listen(engine, "begin", _sqlite_on_begin)
-        return engine
-    # Up to twice pool_size connections per process: size it so that every process together
-    # stays under the server's max_connections.
-    return create_engine(url, pool_pre_ping=True, pool_size=pool_size, max_overflow=pool_size)
+    else:
+        # Up to twice pool_size connections per process: size it so that every process together
+        # stays under the server's max_connections.
+        engine = create_engine(url, pool_pre_ping=True, pool_size=pool_size, max_overflow=pool_size)
+    event.listen(engine, "checkout", _checked_out)
+    event.listen(engine, "checkin", _checked_in)
+    return engine
+
+
+def _checked_out(_dbapi_connection: Any, _record: ConnectionPoolEntry, _proxy: Any) -> None:
+    DB_CONNECTIONS_IN_USE.inc()
+
+
+def _checked_in(_dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
+    DB_CONNECTIONS_IN_USE.dec()
 
 
 def _sqlite_on_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:

@@ -6,6 +6,7 @@ library code, so tests keep their own log capture.
 Credentials never reach a log line: the access log's request target has every credential path
 segment (an enrolment token, anything `pw_*`) and credential query value (`code`, tokens,
 secrets) replaced by `[redacted]`, and any `pw_*` token left in any other line is replaced too.
+Every line carries the request id of the request that caused it (`-` outside one).
 """
 
 from __future__ import annotations
@@ -17,11 +18,15 @@ from urllib.parse import unquote
 
 from pythonjsonlogger.json import JsonFormatter
 
-_CONSOLE_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
+from server.kit.request_ids import RequestIdFilter
+
+_CONSOLE_FORMAT = "%(asctime)s %(levelname)-7s %(name)s [%(request_id)s]: %(message)s"
 # Libraries that log every request at INFO would put sellers' URLs (and their query strings) in logs.
 _QUIET = (
     "httpx",
     "httpcore",
+    "httpx2",
+    "httpcore2",
     "web3",
     "urllib3",
     "alembic",
@@ -105,13 +110,19 @@ def configure_logging(log_format: str, *, level: int = logging.INFO) -> None:
     if log_format == "json":
         handler.setFormatter(
             JsonFormatter(
-                "%(asctime)s %(levelname)s %(name)s %(message)s",
-                rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
+                "%(asctime)s %(levelname)s %(name)s %(request_id)s %(message)s",
+                rename_fields={
+                    "asctime": "time",
+                    "levelname": "level",
+                    "name": "logger",
+                    "request_id": "requestId",
+                },
             )
         )
     else:
         handler.setFormatter(logging.Formatter(_CONSOLE_FORMAT))
     handler.addFilter(_DropTerminalColours())
+    handler.addFilter(RequestIdFilter())
     handler.addFilter(RedactCredentials())
     root = logging.getLogger()
     root.handlers[:] = [handler]

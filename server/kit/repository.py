@@ -148,6 +148,9 @@ SYSTEM_READS: dict[str, str] = {
     # Background jobs, which work for every organisation in turn.
     "ApprovalRepository.lapsed": "the expiry job closes approvals past their time in every organisation",
     "AuditRepository.heads": "the audit anchor job records every organisation's newest event",
+    # /metrics: numbers over every organisation, never one organisation's.
+    "AuditRepository.newest_created_at": "/metrics reports the age of the newest audit event",
+    "IntentRepository.count_by_state": "/metrics reports how many payments are in each state",
     "IntentRepository.authorized_lapsed": "the reconciler fails never-sent intents past validBefore",
     "IntentRepository.in_flight_lapsed": "the reconciler picks up intents whose process died mid-call",
     "IntentRepository.settlement_due": "the settlement checker reads due intents of every organisation",

@@ -177,6 +177,7 @@ class PurchaseService:
             key=call.key,
             fingerprint=fingerprint,
             min_seconds_to_pay=self._min_time_for_paid_request,
+            counts_decision=True,
         )
         passage = await self._preflight.run(request, plan)
         if call.answer is not None:

@@ -297,6 +297,13 @@ class IntentRepository(TenantRepository[PaymentIntent]):
         rows = self.session.exec(statement)
         return [(str(agent), when, int(amount)) for agent, when, amount in rows if when is not None]
 
+    def count_by_state(self) -> dict[str, int]:
+        """How many payments are in each state, over every organisation (a system read: metrics)."""
+        found = self.session.exec(
+            select(PaymentIntent.status, func.count()).group_by(col(PaymentIntent.status))
+        )
+        return {str(state): int(count) for state, count in found}
+
     def pay_to_known(self, *, org_id: str, pay_to: str) -> bool:
         """Whether the organisation ever sent a payment to this payee (any agent)."""
         return bool(self.known_payees(org_id=org_id, payees=[pay_to]))

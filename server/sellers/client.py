@@ -24,6 +24,7 @@ must too.
 from __future__ import annotations
 
 import ssl
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
@@ -31,6 +32,7 @@ import anyio
 import httpx
 
 from server.kit.errors import InputReason, InvalidInput, PaywardenError
+from server.kit.metrics import SELLER_LATENCY, SELLER_RESPONSES, status_class
 from server.sellers.addresses import AddressPolicy
 from server.sellers.dialing import AddressGuard, GuardedBackend, GuardedTransport
 from server.sellers.errors import PrivateAddressBlocked, ResponseLost, SellerTimeout, SellerUnreachable
@@ -148,19 +150,23 @@ class SellerClient:
             except httpx.InvalidURL as exc:
                 raise refused(UrlProblem.UNSENDABLE) from exc
             _check_exact(outgoing, target)
+            started = time.perf_counter()
             try:
                 with anyio.fail_after(max(deadline - anyio.current_time(), 0)):
                     response = await http.send(outgoing, stream=True)
             except PaywardenError:
                 raise  # refused before anything was sent: blocked, invalid, unresolvable
             except TimeoutError as exc:
+                _observe(started, "timeout")
                 if after_payment and backend.request_written:
                     raise ResponseLost("deadline passed before the answer") from exc
                 raise SellerTimeout() from exc
             except httpx.HTTPError as exc:
+                _observe(started, "unreachable")
                 if after_payment and backend.request_written:
                     raise ResponseLost(type(exc).__name__) from exc
                 raise SellerUnreachable() from exc
+            _observe(started, status_class(response.status_code))
             try:
                 body, truncated, body_error = await self._read_body(response, deadline)
             finally:
@@ -238,6 +244,11 @@ class SellerClient:
                 body=current.body if keep_body else None,
             )
         raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _observe(started: float, outcome: str) -> None:
+    SELLER_LATENCY.labels(status_class=outcome).observe(time.perf_counter() - started)
+    SELLER_RESPONSES.labels(status_class=outcome).inc()
 
 
 def _redirect_target(current: Target, location: str) -> Target | None:

@@ -5,6 +5,7 @@ person is woken by a decision written by another process."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -169,3 +170,13 @@ async def test_the_load_balancer_of_infra_keeps_a_session_on_its_process_and_a_d
                 paid = structured(result[0])
                 assert (paid["status"], paid["receipt"]["state"]) == ("paid", "settled")
                 assert proxy.sessions() == {session_id: home}
+
+            # /metrics is the scraper's, on the processes themselves: the proxy does not pass it.
+            async with httpx.AsyncClient() as raw:
+                assert (await raw.get(f"{proxy.url}/metrics")).status_code == 404
+                assert (await raw.get(f"{servers[0].base_url}/metrics")).status_code == 200
+                # The proxy gives each request an id, which the process answers; one sent is kept.
+                made = (await raw.get(f"{proxy.url}/healthz")).headers["x-request-id"]
+                assert re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}", made)
+                kept = await raw.get(f"{proxy.url}/healthz", headers={"X-Request-Id": "from-the-caller"})
+                assert kept.headers["x-request-id"] == "from-the-caller"

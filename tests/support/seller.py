@@ -43,14 +43,24 @@ class PaymentSignatureCounter:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
         self._counts: Counter[str] = Counter()
+        self._last: dict[str, str] = {}
         self._lock = threading.Lock()  # written on the server thread, read on the test thread
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # ASGI header names arrive lower-cased.
-        if scope["type"] == "http" and any(name == b"payment-signature" for name, _ in scope["headers"]):
-            with self._lock:
-                self._counts[scope["path"]] += 1
+        if scope["type"] == "http":
+            for name, value in scope["headers"]:
+                if name == b"payment-signature":
+                    with self._lock:
+                        self._counts[scope["path"]] += 1
+                        self._last[scope["path"]] = value.decode("latin-1")
+                    break
         await self.app(scope, receive, send)
+
+    def last(self, path: str) -> str | None:
+        """The PAYMENT-SIGNATURE header of the newest paid request to `path`, as it arrived."""
+        with self._lock:
+            return self._last.get(path)
 
     def count(self, path: str) -> int:
         with self._lock:

@@ -33,6 +33,7 @@ from server.catalog.service import listing_for
 from server.kit.clock import Clock
 from server.kit.db import Database
 from server.kit.errors import PaywardenError
+from server.kit.metrics import DECISIONS
 from server.kit.money import format_usd
 from server.kit.networks import network_name as name_of_network
 from server.models import Agent, Wallet
@@ -144,6 +145,7 @@ class Plan:
     key: str = "preflight-only"
     fingerprint: str = ""
     min_seconds_to_pay: float = 0.0  # fetch_paid: below this much time left, nothing is signed
+    counts_decision: bool = False  # fetch_paid: its decision is counted in the metrics, a quote's not
 
 
 @dataclass
@@ -213,6 +215,8 @@ class Preflight:
         except _Failed as failed:
             passage.failed, passage.error = failed.step, failed.error
             passage.seen[failed.step] = StepSeen(failed.step, StepStatus.FAILED, failed.error.code)
+        if passage.denied is not None and plan.counts_decision:
+            _count_decision(passage.denied.decision)  # a redirect the policy refused
         return passage
 
     async def _run(self, request: FetchPaidInput, plan: Plan, passage: Passage) -> None:
@@ -257,6 +261,8 @@ class Preflight:
         passage.mark(Step.FACTS, StepStatus.PASSED)
 
         passage.decision = decision = await plan.decide(facts)
+        if decision is not None and plan.counts_decision:
+            _count_decision(decision)
         if decision is not None and decision.outcome == "deny":
             raise _Failed(Step.DECISION, PolicyDenied.of(decision))
         passage.mark(Step.DECISION, StepStatus.PASSED)
@@ -320,6 +326,17 @@ class Preflight:
             if balance is not None and balance < selection.amount_atomic:
                 raise _Failed(Step.WALLET, insufficient_funds(wallet.address, selection, balance))
         passage.mark(Step.WALLET, StepStatus.PASSED)
+
+
+def _count_decision(decision: Decision) -> None:
+    """One decision, by outcome and its first reason (a closed set: never a host or an amount)."""
+    if decision.outcome == "deny" and decision.reasons:
+        reason = str(decision.reasons[0])
+    elif decision.outcome == "hold" and decision.hold_reason is not None:
+        reason = str(decision.hold_reason)
+    else:
+        reason = "none"
+    DECISIONS.labels(outcome=decision.outcome, reason=reason).inc()
 
 
 def insufficient_funds(address: str, selection: Selection, balance: int) -> InsufficientFunds:
