@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
+import eth_account  # noqa: F401 - signing code loads it on first use; a server loads it at start
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -33,8 +34,9 @@ from server.kit.stopping import reserve_seconds, watching
 from server.mcp.bearer import BearerAuthMiddleware
 from server.mcp.endpoint import McpTransport
 from server.mcp.server import build_mcp_server
-from server.services import Services, build_services, open_master_key
+from server.services import Services, build_services
 from server.settings import Settings, load_settings
+from server.wallets.master_key import open_master_key
 from server.web import health, metrics
 from server.web.errors import http_error, server_error, too_large
 from server.web.routes import routes as web_routes

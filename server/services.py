@@ -15,15 +15,12 @@ from auth.sessions import Csrf
 from auth.token_families import TokenPolicy
 from auth.verifier import TokenVerifier
 from server.approvals.notifications import ApprovalNotifier
-from server.audit.hash_chain import chain_key
 from server.audit.jobs import LogAuditHeads
 from server.catalog.verification import CatalogVerificationJob, CatalogVerifier
 from server.chain.service import ChainService
 from server.jobs.runner import Job
 from server.kit.clock import Clock, SystemClock
-from server.kit.crypto import MasterKey, MasterKeyMissing, load_or_create_master_key_file
 from server.kit.db import Database
-from server.kit.migrations import has_table
 from server.kit.stopping import Stopping
 from server.payments.preflight.diagnosis import DiagnosisService
 from server.payments.preflight.quote import QuoteService
@@ -32,7 +29,6 @@ from server.payments.settlement.reconciler import ExpireAuthorizations, Settleme
 from server.payments.settlement.watch import OutOfPolicyWatch
 from server.sellers.client import SellerClient
 from server.settings import Settings
-from server.wallets.master_key import check_master_key, holds_sealed_secrets
 
 
 @dataclass
@@ -154,43 +150,3 @@ def build_services(
         jobs=jobs,
         stopping=stopping,
     )
-
-
-def open_master_key(db: Database, settings: Settings, *, clock: Clock, may_create: bool = True) -> MasterKey:
-    """The master key this process may use, checked against the database before anything else.
-
-    Raises MasterKeyError with one line naming the key when it is not the database's own. Without
-    PAYWARDEN_MASTER_KEY the key file next to the SQLite database is created on first start, and
-    never for a database that already holds a key check value or sealed wallet keys: a new key
-    could open none of them. Works on any schema (before `migrate` too): what the schema does not
-    have yet, it does not check.
-    """
-    tables = has_table(db, "wallets")
-    with_check = has_table(db, "master_key_checks")
-    try:
-        master = settings.master
-    except MasterKeyMissing:
-        path = settings.master_key_file
-        assert path is not None  # without a file to keep it in, settings.master says so itself
-        if not may_create and not path.exists():
-            raise MasterKeyMissing(
-                f"the master key file {path} does not exist: restore it, set PAYWARDEN_MASTER_KEY, "
-                "or run `paywarden migrate` for a new database"
-            ) from None
-        if tables:
-            with db.read() as session:
-                sealed = holds_sealed_secrets(session, with_check=with_check)
-            # A process starting at the same moment may have just made the file, and used it.
-            if sealed and not path.exists():
-                raise MasterKeyMissing(
-                    f"the master key file {path} does not exist, and this database holds keys "
-                    "sealed with a master key: restore that file or set PAYWARDEN_MASTER_KEY"
-                ) from None
-        master = load_or_create_master_key_file(path)
-    if tables:
-        with db.write() as session:
-            check_master_key(
-                session, master=master, name=settings.master_key_name, now=clock.now(), with_check=with_check
-            )
-    db.audit_key = chain_key(master)  # only now can anything be audited
-    return master

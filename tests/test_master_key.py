@@ -17,8 +17,7 @@ from server.kit.crypto import MasterKey, read_master_key_file
 from server.kit.db import Database
 from server.kit.migrations import current_revision, upgrade
 from server.models import MasterKeyCheck
-from server.services import open_master_key
-from server.wallets.master_key import MasterKeyMismatch
+from server.wallets.master_key import MasterKeyMismatch, open_master_key
 from tests.support.chain import free_port
 from tests.support.cli import Run, finish, paywarden, run_cli, start_paywarden
 from tests.support.databases import database_url

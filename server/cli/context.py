@@ -27,7 +27,7 @@ class CliContext:
     @cached_property
     def _opened(self) -> tuple[Database, MasterKey]:
         from server.kit.db import Database
-        from server.services import open_master_key
+        from server.wallets.master_key import open_master_key
 
         self._refuse_missing_database()
         database = Database(self.settings.database_url, pool_size=self.settings.database_pool_size)

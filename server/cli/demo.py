@@ -49,7 +49,6 @@ def demo(as_json: bool = typer.Option(False, "--json", help="Print one JSON obje
     from auth.tokens import issue_access_token, reusable_token
     from server.kit import migrations
     from server.policy.service import PolicyChanges, set_policy
-    from server.services import open_master_key
     from server.settings import BASE_SEPOLIA
     from server.tenancy.service import (
         MemberNotFound,
@@ -61,6 +60,7 @@ def demo(as_json: bool = typer.Option(False, "--json", help="Print one JSON obje
         find_member,
         find_org,
     )
+    from server.wallets.master_key import open_master_key
 
     with reported_errors():
         ctx = cli_context(creates=True)

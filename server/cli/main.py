@@ -28,7 +28,7 @@ def migrate(as_json: bool = typer.Option(False, "--json", help="Print one JSON o
     """Apply database migrations up to the newest schema (creating the database file and the
     master key file next to it on first run, with SQLite)."""
     from server.kit import migrations
-    from server.services import open_master_key
+    from server.wallets.master_key import open_master_key
 
     with reported_errors():
         ctx = cli_context(creates=True)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from eth_account import Account
-
 from server.signers.base import SignerError
 
 
@@ -13,6 +11,10 @@ class LocalKeySigner:
     mode = "local_key"
 
     def __init__(self, private_key: bytes) -> None:
+        # Loaded here, not with the module: a command that never signs does not pay half a second
+        # for it (a server loads it at start, server/app.py).
+        from eth_account import Account
+
         try:
             self._account = Account.from_key(private_key)
         except (ValueError, TypeError) as exc:

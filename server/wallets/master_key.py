@@ -14,8 +14,19 @@ from datetime import datetime
 
 from sqlmodel import Session
 
-from server.kit.crypto import MasterKey, MasterKeyError, SealError
+from server.audit.hash_chain import chain_key
+from server.kit.clock import Clock
+from server.kit.crypto import (
+    MasterKey,
+    MasterKeyError,
+    MasterKeyMissing,
+    SealError,
+    load_or_create_master_key_file,
+)
+from server.kit.db import Database
+from server.kit.migrations import has_table
 from server.models import MasterKeyCheck
+from server.settings import Settings
 from server.wallets.repository import MasterKeyCheckRepository
 
 
@@ -65,3 +76,43 @@ def check_master_key(
         assert stored is not None
     if stored.check_value != master.check_value():
         raise mismatch(name)
+
+
+def open_master_key(db: Database, settings: Settings, *, clock: Clock, may_create: bool = True) -> MasterKey:
+    """The master key this process may use, checked against the database before anything else.
+
+    Raises MasterKeyError with one line naming the key when it is not the database's own. Without
+    PAYWARDEN_MASTER_KEY the key file next to the SQLite database is created on first start, and
+    never for a database that already holds a key check value or sealed wallet keys: a new key
+    could open none of them. Works on any schema (before `migrate` too): what the schema does not
+    have yet, it does not check.
+    """
+    tables = has_table(db, "wallets")
+    with_check = has_table(db, "master_key_checks")
+    try:
+        master = settings.master
+    except MasterKeyMissing:
+        path = settings.master_key_file
+        assert path is not None  # without a file to keep it in, settings.master says so itself
+        if not may_create and not path.exists():
+            raise MasterKeyMissing(
+                f"the master key file {path} does not exist: restore it, set PAYWARDEN_MASTER_KEY, "
+                "or run `paywarden migrate` for a new database"
+            ) from None
+        if tables:
+            with db.read() as session:
+                sealed = holds_sealed_secrets(session, with_check=with_check)
+            # A process starting at the same moment may have just made the file, and used it.
+            if sealed and not path.exists():
+                raise MasterKeyMissing(
+                    f"the master key file {path} does not exist, and this database holds keys "
+                    "sealed with a master key: restore that file or set PAYWARDEN_MASTER_KEY"
+                ) from None
+        master = load_or_create_master_key_file(path)
+    if tables:
+        with db.write() as session:
+            check_master_key(
+                session, master=master, name=settings.master_key_name, now=clock.now(), with_check=with_check
+            )
+    db.audit_key = chain_key(master)  # only now can anything be audited
+    return master

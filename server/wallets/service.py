@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from eth_account import Account
 from sqlmodel import Session
 
 from server.audit.service import record as audit
@@ -31,6 +30,8 @@ def parse_private_key(text: str) -> bytes:
     if not _KEY.match(text):
         raise InvalidWalletKey()
     raw = bytes.fromhex(text.removeprefix("0x"))
+    from eth_account import Account  # half a second to load: only commands that handle a key pay it
+
     try:
         Account.from_key(raw)
     except (ValueError, TypeError) as exc:
@@ -45,6 +46,8 @@ def active_wallet(session: Session, agent: Agent) -> Wallet | None:
 def import_local_key(
     session: Session, *, master: MasterKey, agent: Agent, private_key: bytes, actor: str, now: datetime
 ) -> Wallet:
+    from eth_account import Account
+
     address = str(Account.from_key(private_key).address)
     wallets = WalletRepository(session)
     previous = wallets.active_for_agent(org_id=agent.org_id, agent_id=agent.id)
