@@ -24,6 +24,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("organizations", schema=None) as batch_op:
-        batch_op.drop_column("slack_webhook_masked")
-        batch_op.drop_column("slack_webhook_sealed")
+    # A plain DROP COLUMN too (SQLite 3.35 and newer): rebuilding the table other tables point at
+    # would fail its foreign keys once an organisation exists.
+    op.execute("ALTER TABLE organizations DROP COLUMN slack_webhook_masked")
+    op.execute("ALTER TABLE organizations DROP COLUMN slack_webhook_sealed")

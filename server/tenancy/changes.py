@@ -159,7 +159,7 @@ def begin_confirmation(
     )
 
 
-def confirm(
+def confirm_change(
     session: Session,
     *,
     rp: RelyingParty,
@@ -189,7 +189,7 @@ def confirm(
         signed_in.principal, row.id, member_id=signed_in.member.id, now=now
     ):
         raise ChangeNotPending()
-    applied = _apply(session, signed_in, row, now=now)
+    applied = _apply_change(session, signed_in, row, now=now)
     if applied is not None:
         row.result_sealed = master.seal(applied.encode(), context=_context(row))
     row.confirmed_at, row.confirmed_by = now, signed_in.member.id
@@ -229,7 +229,7 @@ def policy_settings(change: dict[str, Any]) -> PolicySettings:
     )
 
 
-def _apply(session: Session, signed_in: SignedIn, row: PendingChange, *, now: datetime) -> str | None:
+def _apply_change(session: Session, signed_in: SignedIn, row: PendingChange, *, now: datetime) -> str | None:
     """Make the change as the member who confirmed it; a new token's secret, else None."""
     principal = signed_in.principal
     change = change_of(row)

@@ -66,7 +66,7 @@ def routes(settings: Settings) -> list[BaseRoute]:
         ),
         Route(
             f"{changes.PATH}/{{change_id}}/verify",
-            endpoint=page(changes.verify, signed_in=True, json=True),
+            endpoint=page(changes.verify_change, signed_in=True, json=True),
             methods=["POST"],
         ),
         Route(

@@ -74,7 +74,7 @@ async def test_a_decided_approval_says_who_decided_and_what_became_of_it(
         )
         email = re.escape(_email(sqlite_db, member_id))
         await page.goto(f"{pages}/admin")
-        await expect(page.get_by_text("ops-bot")).to_be_visible()
+        await expect(page.get_by_role("link", name="ops-bot").first).to_be_visible()
         await expect(page.locator("main")).not_to_contain_text("eip155:")
         await expect(page.locator("main")).to_contain_text("on Base Sepolia")
 

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import pytest
 from alembic import command
+from sqlalchemy import text
 
 from server.audit.hash_chain import ANCHOR_TYPE, GENESIS
 from server.audit.service import first_broken_link, record
 from server.kit.crypto import MasterKey
 from server.kit.db import Database
 from server.kit.migrations import alembic_config, current_revision, head_revision, upgrade
-from server.models import Agent, AuditEvent, Organization, Wallet
+from server.models import Agent, AuditEvent, Wallet
 from server.vocabulary import WalletMode
 from tests.support.audit import add_plain_event, chain, drop_append_only_triggers, edit, rehash, remove
 from tests.support.cli import run_cli
@@ -36,8 +37,14 @@ def legacy_org(db: Database, name: str, events: int) -> str:
     """An organisation and its events as the code before keying wrote them."""
     org_id = f"org_{name}"
     with db.write() as session:
-        session.add(Organization(id=org_id, name=name, created_at=THEN))
-        session.flush()
+        # The columns the table had then: the model has grown since.
+        session.execute(
+            text(
+                "INSERT INTO organizations (id, name, approval_ttl_seconds, created_at) "
+                "VALUES (:id, :name, 900, :created_at)"
+            ),
+            {"id": org_id, "name": name, "created_at": THEN},
+        )
         prev = GENESIS
         for seq in range(1, events + 1):
             event = AuditEvent(

@@ -33,6 +33,8 @@ from tests.support.x402_wire import (
 
 pytestmark = pytest.mark.chain
 
+SELLER_TIMEOUT_S = 30  # a paid request settles on chain before it answers: not httpx's 5 s
+
 
 def test_anvil_serves_the_dev_accounts_on_chain_84532(anvil: Anvil) -> None:
     assert anvil.w3.eth.chain_id == 84532
@@ -51,14 +53,14 @@ def test_usdc_looks_like_usdc(test_usdc: TestToken) -> None:
 
 
 def test_free_route_answers_without_payment(seller: Seller) -> None:
-    response = httpx.get(seller.url("/free"))
+    response = httpx.get(seller.url("/free"), timeout=SELLER_TIMEOUT_S)
     assert response.status_code == 200
     assert response.json()["ok"] is True
     assert PAYMENT_REQUIRED not in response.headers
 
 
 def test_paid_route_offers_exact_usdc_payment(seller: Seller, test_usdc: TestToken) -> None:
-    response = httpx.get(seller.url("/report"))
+    response = httpx.get(seller.url("/report"), timeout=SELLER_TIMEOUT_S)
     assert response.status_code == 402
     required = decode_header(response.headers[PAYMENT_REQUIRED])
     assert required["x402Version"] == 2
@@ -81,10 +83,10 @@ def test_real_payment_settles_on_chain_and_cannot_be_replayed(
     signatures_before = seller.payment_signatures(path)
 
     started = time.perf_counter()
-    offer = httpx.get(seller.url(path))
+    offer = httpx.get(seller.url(path), timeout=SELLER_TIMEOUT_S)
     assert offer.status_code == 402
     payment = sign_exact_payment(decode_header(offer.headers[PAYMENT_REQUIRED]), funded_wallet.private_key)
-    paid = httpx.get(seller.url(path), headers={PAYMENT_SIGNATURE: payment.header})
+    paid = httpx.get(seller.url(path), headers={PAYMENT_SIGNATURE: payment.header}, timeout=SELLER_TIMEOUT_S)
     elapsed_ms = (time.perf_counter() - started) * 1000
 
     assert paid.status_code == 200, paid.headers.get(PAYMENT_RESPONSE) or paid.text
@@ -103,7 +105,9 @@ def test_real_payment_settles_on_chain_and_cannot_be_replayed(
     assert seller.payment_signatures(path) == signatures_before + 1
     print(f"paid request on loopback (402, sign, verify, settle, 200): {elapsed_ms:.0f} ms")
 
-    replay = httpx.get(seller.url(path), headers={PAYMENT_SIGNATURE: payment.header})
+    replay = httpx.get(
+        seller.url(path), headers={PAYMENT_SIGNATURE: payment.header}, timeout=SELLER_TIMEOUT_S
+    )
     assert not replay.is_success
     assert replay.status_code == 402
     # The SDK maps our token's "FiatTokenV2: authorization is used or canceled" revert.
@@ -115,10 +119,12 @@ def test_real_payment_settles_on_chain_and_cannot_be_replayed(
 
 def test_post_is_priced_like_get(seller: Seller, test_usdc: TestToken, funded_wallet: FundedWallet) -> None:
     path, price = "/dataset", SELLER_ROUTES["/dataset"]
-    offer = httpx.post(seller.url(path), json={})
+    offer = httpx.post(seller.url(path), json={}, timeout=SELLER_TIMEOUT_S)
     assert offer.status_code == 402
     payment = sign_exact_payment(decode_header(offer.headers[PAYMENT_REQUIRED]), funded_wallet.private_key)
-    paid = httpx.post(seller.url(path), json={}, headers={PAYMENT_SIGNATURE: payment.header})
+    paid = httpx.post(
+        seller.url(path), json={}, headers={PAYMENT_SIGNATURE: payment.header}, timeout=SELLER_TIMEOUT_S
+    )
     assert paid.status_code == 200, paid.headers.get(PAYMENT_RESPONSE) or paid.text
     assert paid.json()["method"] == "POST"
     assert test_usdc.balance_of(funded_wallet.address) == FUNDED_WALLET_ATOMIC - price
@@ -127,9 +133,11 @@ def test_post_is_priced_like_get(seller: Seller, test_usdc: TestToken, funded_wa
 def test_payment_beyond_the_balance_is_refused_before_the_chain(seller: Seller, test_usdc: TestToken) -> None:
     poor_address, poor_key = fresh_wallet()
     test_usdc.mint(poor_address, SELLER_ROUTES["/report"] - 1)
-    offer = httpx.get(seller.url("/report"))
+    offer = httpx.get(seller.url("/report"), timeout=SELLER_TIMEOUT_S)
     payment = sign_exact_payment(decode_header(offer.headers[PAYMENT_REQUIRED]), poor_key)
-    refused = httpx.get(seller.url("/report"), headers={PAYMENT_SIGNATURE: payment.header})
+    refused = httpx.get(
+        seller.url("/report"), headers={PAYMENT_SIGNATURE: payment.header}, timeout=SELLER_TIMEOUT_S
+    )
     assert refused.status_code == 402
     # The SDK maps our token's "ERC20: transfer amount exceeds balance" revert.
     assert (

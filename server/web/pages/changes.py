@@ -164,7 +164,7 @@ async def options(visit: Visit) -> Response:
     return visit.json(options_answer(visit, ceremony))
 
 
-async def verify(visit: Visit) -> Response:
+async def verify_change(visit: Visit) -> Response:
     body = await read_answer(visit)
     services = visit.services
     signed_in = visit.member
@@ -173,7 +173,7 @@ async def verify(visit: Visit) -> Response:
     # Two units of work: the challenge is spent even if the answer to it is then refused.
     claimed = await services.db.writing(step_up.claim, body.get("challengeId"), signed_in=signed_in, now=now)
     await services.db.writing(
-        changes.confirm,
+        changes.confirm_change,
         rp=services.relying_party,
         signed_in=signed_in,
         change_id=change_id,
