@@ -9,20 +9,24 @@ CHROMIUM := /usr/bin/chromium
 
 .PHONY: run try test lint bench test-deps node-deps chromium haproxy clean
 
-$(VENV)/.installed: pyproject.toml
+# The virtual environment holds exactly what uv.lock pins (uv sync --locked refuses a lock that no
+# longer matches pyproject.toml); uv itself comes from PyPI into the environment first.
+SYNC := UV_PROJECT_ENVIRONMENT=$(VENV) $(PY) -m uv sync --quiet --locked --python $(PY)
+
+$(VENV)/.installed: pyproject.toml uv.lock
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Paywarden needs Python 3.11 or newer")'
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e .
+	$(PY) -m pip install --quiet uv
+	$(SYNC)
 	@touch $@
 
 $(VENV)/.installed-dev: $(VENV)/.installed
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(SYNC) --extra dev
 	@touch $@
 
 # The benchmarks' extra: py-spy, for profiles of the server under load (PAYWARDEN_BENCH_PROFILE=1).
 $(VENV)/.installed-bench: $(VENV)/.installed-dev
-	$(PY) -m pip install --quiet -e '.[dev,bench]'
+	$(SYNC) --extra dev --extra bench
 	@touch $@
 
 run: $(VENV)/.installed
