@@ -42,8 +42,9 @@ TRY_PORT ?= 8402
 try: $(VENV)/.installed-dev node-deps
 	$(PY) -m tests.support.playground --port $(TRY_PORT)
 
-# The suite runs across the machine's cores (pytest-xdist); TEST_WORKERS=0 runs it in one process.
-TEST_WORKERS ?= auto
+# The suite runs in two processes per core (pytest-xdist): its tests wait on servers, chains and
+# browsers more than they compute. TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) * 2 )))
 
 test: $(VENV)/.installed-dev node-deps
 	$(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
