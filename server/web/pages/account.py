@@ -10,7 +10,7 @@ from sqlmodel import Session
 from starlette.responses import Response
 
 from auth import step_up
-from auth.errors import ChallengeExpired, LastPasskey
+from auth.errors import LastPasskey
 from auth.passkeys import (
     Ceremony,
     RelyingParty,
@@ -24,7 +24,7 @@ from auth.passkeys import (
 from auth.sessions import SESSION_COOKIE, SignedIn, end_all_sessions
 from server.models import MemberPasskey
 from server.vocabulary import ChallengePurpose, StepUpAction
-from server.web.pages.ceremonies import options_answer, read_answer
+from server.web.pages.ceremonies import begin_step_up, finish_step_up, options_answer, read_answer
 from server.web.pages.common import Visit
 
 PATH = "/account/passkeys"
@@ -60,35 +60,11 @@ async def show(visit: Visit) -> Response:
 
 async def step_up_options(visit: Visit) -> Response:
     """The first half of adding a passkey: a challenge for one of the member's own passkeys."""
-    await read_answer(visit)
-    services = visit.services
-    ceremony = await services.db.writing(
-        step_up.begin,
-        rp=services.relying_party,
-        signed_in=visit.member,
-        action=StepUpAction.ADD_PASSKEY,
-        now=services.clock.now(),
-    )
-    return visit.json(options_answer(visit, ceremony))
+    return await begin_step_up(visit, StepUpAction.ADD_PASSKEY)
 
 
 async def step_up_verify(visit: Visit) -> Response:
-    body = await read_answer(visit)
-    services = visit.services
-    signed_in = visit.member
-    now = services.clock.now()
-    # Two units of work: the challenge is spent even if the answer to it is then refused.
-    claimed = await services.db.writing(step_up.claim, body.get("challengeId"), signed_in=signed_in, now=now)
-    if claimed.action != StepUpAction.ADD_PASSKEY:
-        raise ChallengeExpired()
-    step_up_id = await services.db.writing(
-        step_up.complete,
-        rp=services.relying_party,
-        signed_in=signed_in,
-        step_up=claimed,
-        credential=body.get("credential"),
-        now=now,
-    )
+    _, step_up_id = await finish_step_up(visit, StepUpAction.ADD_PASSKEY)
     return visit.json({"stepUpId": step_up_id})
 
 

@@ -7,11 +7,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from auth import rate_limits
-from auth.errors import PasskeyCheckFailed
+from starlette.responses import Response
+
+from auth import rate_limits, step_up
+from auth.errors import ChallengeExpired, PasskeyCheckFailed
 from auth.passkeys import Ceremony, claim_challenge
 from server.models import WebAuthnChallenge
-from server.vocabulary import ChallengePurpose
+from server.vocabulary import ChallengePurpose, StepUpAction
 from server.web.http import count, json_body
 from server.web.pages.common import Visit
 
@@ -36,3 +38,41 @@ async def claimed(visit: Visit, body: dict[str, Any], purpose: ChallengePurpose)
     return await services.db.writing(
         claim_challenge, body.get("challengeId"), purpose=purpose, now=services.clock.now()
     )
+
+
+async def begin_step_up(visit: Visit, action: StepUpAction) -> Response:
+    """Options for a fresh assertion by one of the member's own passkeys, bound to `action` and to
+    this browser session (auth/step_up.py)."""
+    await read_answer(visit)
+    services = visit.services
+    ceremony = await services.db.writing(
+        step_up.begin,
+        rp=services.relying_party,
+        signed_in=visit.member,
+        action=action,
+        now=services.clock.now(),
+    )
+    return visit.json(options_answer(visit, ceremony))
+
+
+async def finish_step_up(visit: Visit, action: StepUpAction, **complete: Any) -> tuple[dict[str, Any], Any]:
+    """Check the answer to a step-up begun for `action`: the request's body, and what
+    `step_up.complete` made of it. A challenge begun for another action is refused."""
+    body = await read_answer(visit)
+    services = visit.services
+    signed_in = visit.member
+    now = services.clock.now()
+    # Two units of work: the challenge is spent even if the answer to it is then refused.
+    claimed = await services.db.writing(step_up.claim, body.get("challengeId"), signed_in=signed_in, now=now)
+    if claimed.action != action:
+        raise ChallengeExpired()
+    done = await services.db.writing(
+        step_up.complete,
+        rp=services.relying_party,
+        signed_in=signed_in,
+        step_up=claimed,
+        credential=body.get("credential"),
+        now=now,
+        **complete,
+    )
+    return body, done

@@ -15,9 +15,8 @@ from urllib.parse import quote
 from starlette.responses import Response
 
 from auth import step_up
-from auth.errors import ChallengeExpired
 from server.vocabulary import StepUpAction
-from server.web.pages.ceremonies import options_answer, read_answer
+from server.web.pages.ceremonies import begin_step_up, finish_step_up
 from server.web.pages.common import Visit
 from server.web.pages.destinations import after_sign_in
 
@@ -66,34 +65,11 @@ async def show(visit: Visit) -> Response:
 
 
 async def options(visit: Visit) -> Response:
-    await read_answer(visit)
-    services = visit.services
-    ceremony = await services.db.writing(
-        step_up.begin,
-        rp=services.relying_party,
-        signed_in=visit.member,
-        action=StepUpAction.SUDO,
-        now=services.clock.now(),
-    )
-    return visit.json(options_answer(visit, ceremony))
+    return await begin_step_up(visit, StepUpAction.SUDO)
 
 
 async def verify(visit: Visit) -> Response:
-    body = await read_answer(visit)
-    services = visit.services
-    signed_in = visit.member
-    now = services.clock.now()
-    # Two units of work: the challenge is spent even if the answer to it is then refused.
-    claimed = await services.db.writing(step_up.claim, body.get("challengeId"), signed_in=signed_in, now=now)
-    if claimed.action != StepUpAction.SUDO:
-        raise ChallengeExpired()
-    await services.db.writing(
-        step_up.complete,
-        rp=services.relying_party,
-        signed_in=signed_in,
-        step_up=claimed,
-        credential=body.get("credential"),
-        now=now,
-        sudo_seconds=services.settings.sudo_seconds,
+    body, _ = await finish_step_up(
+        visit, StepUpAction.SUDO, sudo_seconds=visit.services.settings.sudo_seconds
     )
     return visit.json({"redirect": _next(visit, body.get("next"))})
