@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlmodel import Session
 
@@ -110,16 +111,7 @@ def set_approval_ttl(session: Session, *, org: Organization, seconds: int, actor
     if not MIN_APPROVAL_TTL_SECONDS <= seconds <= MAX_APPROVAL_TTL_SECONDS:
         raise InvalidInput(InputReason.INVALID_APPROVAL_TTL)
     org.approval_ttl_seconds = seconds
-    OrganizationRepository(session).add(org, flush=False)
-    audit(
-        session,
-        org_id=org.id,
-        type="org.changed",
-        actor=actor,
-        subject_id=org.id,
-        data={"approvalTtlSeconds": seconds},
-        now=now,
-    )
+    _org_changed(session, org, actor=actor, data={"approvalTtlSeconds": seconds}, now=now)
 
 
 def set_slack_webhook(
@@ -135,16 +127,14 @@ def set_slack_webhook(
     form pages show; the audit event names only the masked form."""
     org.slack_webhook_sealed = sealed
     org.slack_webhook_masked = masked
+    _org_changed(session, org, actor=actor, data={"slackWebhook": masked}, now=now)
+
+
+def _org_changed(
+    session: Session, org: Organization, *, actor: str, data: dict[str, Any], now: datetime
+) -> None:
     OrganizationRepository(session).add(org, flush=False)
-    audit(
-        session,
-        org_id=org.id,
-        type="org.changed",
-        actor=actor,
-        subject_id=org.id,
-        data={"slackWebhook": masked},
-        now=now,
-    )
+    audit(session, org_id=org.id, type="org.changed", actor=actor, subject_id=org.id, data=data, now=now)
 
 
 def members(session: Session, principal: Principal, *, org_id: str) -> list[Member]:

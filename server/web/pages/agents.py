@@ -483,25 +483,20 @@ def _switch(session: Session, signed_in: SignedIn, agent_id: str, disabled: bool
     set_agent_disabled(session, signed_in.principal, agent_id=agent_id, disabled=disabled, now=now)
 
 
-async def _disable(visit: Visit) -> Response:
-    """Disabling never waits: it narrows what the agent may do to nothing."""
-    _, refused = await _change_form(visit)
-    if refused is not None:
-        return refused
-    services = visit.services
-    agent_id = str(visit.request.path_params["agent_id"])
-    await services.db.writing(_switch, visit.member, agent_id, True, services.clock.now())
-    return visit.redirect(f"{agent_url(agent_id)}?done=disabled")
+def _switching(disabled: bool) -> PageHandler:
+    """Disabling never waits: it narrows what the agent may do to nothing. Enabling gives back
+    only what its policy already allowed."""
 
+    async def switch(visit: Visit) -> Response:
+        _, refused = await _change_form(visit)
+        if refused is not None:
+            return refused
+        services = visit.services
+        agent_id = str(visit.request.path_params["agent_id"])
+        await services.db.writing(_switch, visit.member, agent_id, disabled, services.clock.now())
+        return visit.redirect(f"{agent_url(agent_id)}?done={'disabled' if disabled else 'enabled'}")
 
-async def _enable(visit: Visit) -> Response:
-    _, refused = await _change_form(visit)
-    if refused is not None:
-        return refused
-    services = visit.services
-    agent_id = str(visit.request.path_params["agent_id"])
-    await services.db.writing(_switch, visit.member, agent_id, False, services.clock.now())
-    return visit.redirect(f"{agent_url(agent_id)}?done=enabled")
+    return switch
 
 
 def describe_rule(rule: Rule) -> str:
@@ -540,5 +535,5 @@ change_policy = _found(_change_policy)
 issue_token = _found(_issue_token)
 confirm_revoke = _found(_confirm_revoke)
 revoke = _found(_revoke_token)
-disable = _found(_disable)
-enable = _found(_enable)
+disable = _found(_switching(True))
+enable = _found(_switching(False))
