@@ -16,6 +16,7 @@ from server.web.api import routes as admin_api
 from server.web.pages import (
     account,
     agents,
+    api_tokens,
     approvals,
     audit_log,
     changes,
@@ -170,8 +171,15 @@ def routes(settings: Settings) -> list[BaseRoute]:
 
 
 def organisation_routes() -> list[BaseRoute]:
-    """The organisation's pages: members, the audit log, and the settings."""
+    """The organisation's pages: members, the audit log, the settings and the admin API tokens."""
     return [
+        Route(api_tokens.PATH, endpoint=page(api_tokens.show, signed_in=True), methods=["GET"]),
+        Route(api_tokens.PATH, endpoint=page(api_tokens.issue, signed_in=True), methods=["POST"]),
+        Route(
+            f"{api_tokens.PATH}/{{token_id}}/revoke",
+            endpoint=page(api_tokens.revoke, signed_in=True),
+            methods=["POST"],
+        ),
         Route(members.PATH, endpoint=page(members.show, signed_in=True), methods=["GET"]),
         Route(f"{members.PATH}/invite", endpoint=page(members.invite, signed_in=True), methods=["POST"]),
         Route(

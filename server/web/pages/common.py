@@ -21,6 +21,7 @@ from starlette.templating import Jinja2Templates
 from auth import errors
 from auth.scopes import scope_words
 from auth.sessions import BROWSER_COOKIE, SESSION_COOKIE, SignedIn, new_browser_secret, resolve_session
+from auth.tokens import TokenNotFound
 from server.approvals.errors import ApprovalNotFound, ApprovalNotPending
 from server.kit.bodies import RequestTooLarge
 from server.kit.errors import NotFound, PaywardenError
@@ -72,6 +73,7 @@ _STATUS = {
     MemberNotFound.code: 404,
     LastOwner.code: 409,
     NameTaken.code: 409,
+    TokenNotFound.code: 404,
 }
 
 
