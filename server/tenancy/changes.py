@@ -35,6 +35,7 @@ from server.policy.service import PolicySettings, update_policy
 from server.tenancy.repository import PendingChangeRepository
 from server.tenancy.service import create_member, find_member, find_org, get_agent, set_member_role
 from server.vocabulary import PendingChangeKind, Role, StepUpAction
+from server.wallets.sealed import pending_result_context
 
 PENDING_TTL = timedelta(minutes=10)
 PATH = "/account/changes"
@@ -192,6 +193,7 @@ def confirm(
     applied = _apply(session, signed_in, row, now=now)
     if applied is not None:
         row.result_sealed = master.seal(applied.encode(), context=_context(row))
+        row.result_key_id = master.key_id
     row.confirmed_at, row.confirmed_by = now, signed_in.member.id
     PendingChangeRepository(session).add(row)
     audit(
@@ -214,7 +216,7 @@ def confirm(
 
 
 def _context(row: PendingChange) -> str:
-    return f"paywarden/pending-change-result/v1/{row.id}"
+    return pending_result_context(row.id)
 
 
 def policy_settings(change: dict[str, Any]) -> PolicySettings:
@@ -274,6 +276,6 @@ def take_result(session: Session, signed_in: SignedIn, change_id: str, *, master
     if row.result_sealed is None or row.confirmed_by != signed_in.member.id:
         return None
     secret = master.open(row.result_sealed, context=_context(row)).decode()
-    row.result_sealed = None
+    row.result_sealed = row.result_key_id = None
     PendingChangeRepository(session).add(row)
     return secret

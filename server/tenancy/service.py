@@ -127,13 +127,16 @@ def set_slack_webhook(
     *,
     org: Organization,
     sealed: bytes | None,
+    key_id: str | None,
     masked: str | None,
     actor: str,
     now: datetime,
 ) -> None:
-    """Save (or, with None, remove) the organisation's own Slack webhook: sealed, and the masked
-    form pages show; the audit event names only the masked form."""
+    """Save (or, with None, remove) the organisation's own Slack webhook: sealed, the id of the
+    master key it is sealed with (`MasterKey.key_id`), and the masked form pages show; the audit
+    event names only the masked form."""
     org.slack_webhook_sealed = sealed
+    org.slack_webhook_key_id = key_id if sealed is not None else None
     org.slack_webhook_masked = masked
     OrganizationRepository(session).add(org, flush=False)
     audit(
