@@ -275,6 +275,23 @@ def test_rotating_to_the_same_key_or_from_another_key_changes_nothing(db: Databa
     opened(db, OLD)
 
 
+def test_the_migration_names_the_key_of_the_values_sealed_before_it(db: Database) -> None:
+    """Values sealed before key ids existed are given the id of the key the database recorded."""
+    from alembic import command
+
+    from server.kit.migrations import alembic_config
+
+    before = populate(db)
+    for direction, revision in (("downgrade", "20261204_0015"), ("upgrade", "head")):
+        config = alembic_config()
+        with db.engine.begin() as conn:
+            config.attributes["connection"] = conn
+            getattr(command, direction)(config, revision)
+    assert key_ids(db) == {OLD.key_id}
+    rotate(db)
+    assert opened(db, NEW).results == before.results
+
+
 # --- the command ------------------------------------------------------------------------------
 
 

@@ -49,6 +49,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("sealed_secrets")
+    # Dropped in place (SQLite 3.35 and later do): a batch rebuild of `organizations` fails once
+    # other tables' rows refer to it, and these columns carry no index or constraint.
     for table, _sealed, key_id in reversed(_SEALED):
-        with op.batch_alter_table(table, schema=None) as batch_op:
-            batch_op.drop_column(key_id)
+        op.drop_column(table, key_id)
