@@ -396,6 +396,29 @@ def test_generate_writes_the_new_key_to_the_key_file(tmp_path: Path) -> None:
     _refused(run_cli(url, "audit", "verify", master_key=old_text), "PAYWARDEN_MASTER_KEY")
 
 
+def test_a_rotation_stopped_before_the_key_file_moved_says_where_the_new_key_is(tmp_path: Path) -> None:
+    """The database committed to the new key, the machine stopped before the file was replaced."""
+    directory = tmp_path / "data"
+    directory.mkdir()
+    url = f"sqlite:///{directory / 'paywarden.db'}"
+    _set_up(url, master_key=None)
+    key_file = directory / ".paywarden-master-key"
+    pending = directory / ".paywarden-master-key.new"
+    old_text = key_file.read_text()
+    assert invoke(url, "admin", "master-key", "rotate", "--generate", master_key=None).exit_code == 0
+    pending.write_text(key_file.read_text())
+    pending.chmod(0o600)
+    key_file.write_text(old_text)
+
+    refused = run_cli(url, "audit", "verify", master_key=None)
+    assert refused.exit_code == 2
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert f"a rotation left the new key in {pending}" in lines[0]
+    pending.replace(key_file)
+    assert run_cli(url, "audit", "verify", master_key=None).exit_code == 0
+
+
 def test_generate_is_refused_when_the_key_is_a_variable(url: str) -> None:
     _set_up(url, master_key=TEST_MASTER_KEY)
     done = invoke(url, "admin", "master-key", "rotate", "--generate", master_key=TEST_MASTER_KEY)

@@ -26,6 +26,7 @@ from server.kit.crypto import (
     MasterKeyMissing,
     SealError,
     load_or_create_master_key_file,
+    pending_master_key_file,
 )
 from server.kit.db import Database
 from server.kit.migrations import has_table
@@ -100,6 +101,20 @@ def audit_chain_key(session: Session, *, master: MasterKey, with_secrets: bool =
         ) from None
 
 
+def _refuse_with_pending_rotation(settings: Settings) -> None:
+    """A rotation that committed but stopped before it put the new key file in place left that key
+    beside the old file: say so, since it is the database's key now."""
+    path = settings.master_key_file if settings.master_key is None else None
+    if path is None:
+        return
+    pending = pending_master_key_file(path)
+    if pending.exists():
+        raise MasterKeyMismatch(
+            f"the master key file {path} does not match this database's master key, and a rotation "
+            f"left the new key in {pending}: move it over {path.name} (mv {pending} {path})"
+        )
+
+
 def open_master_key(db: Database, settings: Settings, *, clock: Clock, may_create: bool = True) -> MasterKey:
     """The master key this process may use, checked against the database before anything else.
 
@@ -135,9 +150,17 @@ def open_master_key(db: Database, settings: Settings, *, clock: Clock, may_creat
     audit_key = chain_key(master)
     if tables:
         with db.write() as session:
-            check_master_key(
-                session, master=master, name=settings.master_key_name, now=clock.now(), with_check=with_check
-            )
+            try:
+                check_master_key(
+                    session,
+                    master=master,
+                    name=settings.master_key_name,
+                    now=clock.now(),
+                    with_check=with_check,
+                )
+            except MasterKeyMismatch:
+                _refuse_with_pending_rotation(settings)
+                raise
             audit_key = audit_chain_key(session, master=master, with_secrets=with_secrets)
     db.audit_key = audit_key  # only now can anything be audited
     return master
