@@ -24,11 +24,12 @@ from server.kit.crypto import MasterKey, SealError
 from server.kit.db import Database
 from server.kit.ids import new_id
 from server.models import AuditEvent, MasterKeyCheck, Organization, PendingChange, SealedSecret, Wallet
-from server.tenancy.service import find_org, set_slack_webhook
+from server.tenancy.service import find_agent, find_org, set_slack_webhook
 from server.vocabulary import PendingChangeKind
 from server.wallets.master_key import MasterKeyMismatch, open_master_key
 from server.wallets.rotation import ROTATED_EVENT, MasterKeyUnchanged, rotate_master_key
 from server.wallets.sealed import SEALED_COLUMNS, pending_result_context, wallet_context, webhook_context
+from server.wallets.service import import_local_key
 from tests.support.cli import CliResult, run_cli
 from tests.support.databases import database_url
 from tests.support.paywarden import TEST_MASTER_KEY, settings_for
@@ -273,6 +274,51 @@ def test_rotating_to_the_same_key_or_from_another_key_changes_nothing(db: Databa
         rotate_master_key(session, current=NEW, new=OLD, actor="cli:test", now=SystemClock().now())
     assert key_ids(db) == {OLD.key_id}
     opened(db, OLD)
+
+
+def _import_with(db: Database, master: MasterKey, agent_id: str) -> None:
+    with db.write() as session:
+        import_local_key(
+            session,
+            master=master,
+            agent=find_agent(session, OPERATOR, agent_id),
+            private_key=bytes.fromhex(WALLET_KEYS[0][2:]),
+            actor="cli:test",
+            now=SystemClock().now(),
+        )
+
+
+def _webhook_with(db: Database, master: MasterKey, org_id: str) -> None:
+    with db.write() as session:
+        set_slack_webhook(
+            session,
+            org=find_org(session, OPERATOR, org_id),
+            sealed=seal_webhook(master, org_id=org_id, url="https://hooks.slack.com/services/T0/B9/x"),
+            key_id=master.key_id,
+            masked="masked",
+            actor="operator:test",
+            now=SystemClock().now(),
+        )
+
+
+def test_a_process_still_holding_the_old_key_seals_nothing_after_the_rotation(db: Database) -> None:
+    """A server that was not stopped keeps the old key in memory: what it would seal now, no one
+    could open, so it is refused and nothing is written."""
+    before = populate(db)
+    rotate(db)
+    agent = make_agent(db, settings_for(database_url=db.url, port=8402), allow_hosts=[])  # no wallet yet
+    with pytest.raises(MasterKeyMismatch, match="it was rotated"):
+        _import_with(db, OLD, agent.agent_id)
+    with pytest.raises(MasterKeyMismatch, match="it was rotated"):
+        _webhook_with(db, OLD, before.org_ids[1])
+    assert opened(db, NEW).wallets == before.wallets
+    assert opened(db, NEW).webhooks == before.webhooks
+    assert key_ids(db) == {NEW.key_id}
+    # The new key seals as before.
+    _import_with(db, NEW, agent.agent_id)
+    _webhook_with(db, NEW, before.org_ids[1])
+    assert len(opened(db, NEW).wallets) == len(before.wallets) + 1
+    assert key_ids(db) == {NEW.key_id}
 
 
 def test_the_migration_names_the_key_of_the_values_sealed_before_it(db: Database) -> None:

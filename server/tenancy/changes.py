@@ -35,6 +35,7 @@ from server.policy.service import PolicySettings, update_policy
 from server.tenancy.repository import PendingChangeRepository
 from server.tenancy.service import create_member, find_member, find_org, get_agent, set_member_role
 from server.vocabulary import PendingChangeKind, Role, StepUpAction
+from server.wallets.master_key import require_current_key
 from server.wallets.sealed import pending_result_context
 
 PENDING_TTL = timedelta(minutes=10)
@@ -192,6 +193,7 @@ def confirm(
         raise ChangeNotPending()
     applied = _apply(session, signed_in, row, now=now)
     if applied is not None:
+        require_current_key(session, key_id=master.key_id)
         row.result_sealed = master.seal(applied.encode(), context=_context(row))
         row.result_key_id = master.key_id
     row.confirmed_at, row.confirmed_by = now, signed_in.member.id

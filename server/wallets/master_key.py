@@ -25,6 +25,7 @@ from server.kit.crypto import (
     MasterKeyError,
     MasterKeyMissing,
     SealError,
+    key_id_of,
     load_or_create_master_key_file,
     pending_master_key_file,
 )
@@ -83,6 +84,18 @@ def check_master_key(
         assert stored is not None
     if stored.check_value != master.check_value():
         raise mismatch(name)
+
+
+def require_current_key(session: Session, *, key_id: str) -> None:
+    """Raise MasterKeyMismatch unless `key_id` names the database's key, before a value sealed with
+    it is written: a process still running with the key a rotation replaced seals nothing more.
+    The check value's row stays share-locked to the commit, so a rotation cannot slip in between."""
+    stored = MasterKeyCheckRepository(session).shared()
+    if stored is not None and key_id_of(stored.check_value) != key_id:
+        raise MasterKeyMismatch(
+            "the master key this process was started with is no longer this database's (it was "
+            "rotated); restart the process with the database's key"
+        )
 
 
 def audit_chain_key(session: Session, *, master: MasterKey, with_secrets: bool = True) -> bytes:

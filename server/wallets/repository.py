@@ -39,6 +39,12 @@ class MasterKeyCheckRepository(Repository[MasterKeyCheck]):
         locking = select(MasterKeyCheck).where(MasterKeyCheck.id == 1).with_for_update()
         return self.session.exec(locking).first()
 
+    def shared(self) -> MasterKeyCheck | None:
+        """The row, share-locked for the rest of the transaction (PostgreSQL): a rotation, which
+        locks it for update, waits for this transaction, or this one for the rotation's."""
+        locking = select(MasterKeyCheck).where(MasterKeyCheck.id == 1).with_for_update(read=True)
+        return self.session.exec(locking).first()
+
     def any_sealed_wallet(self) -> tuple[str, bytes] | None:
         """A wallet whose key is sealed with the master key (its id and sealed key), if the database
         holds one. Only these two columns are read: this runs on older schemas too, before `migrate`."""

@@ -15,6 +15,7 @@ from server.models import Agent, Wallet
 from server.signers.base import Signer, SignerError
 from server.signers.local_key import LocalKeySigner
 from server.vocabulary import WalletMode
+from server.wallets.master_key import require_current_key
 from server.wallets.repository import WalletRepository
 from server.wallets.sealed import wallet_context
 
@@ -50,6 +51,7 @@ def import_local_key(
     from eth_account import Account
 
     address = str(Account.from_key(private_key).address)
+    require_current_key(session, key_id=master.key_id)
     wallets = WalletRepository(session)
     previous = wallets.active_for_agent(org_id=agent.org_id, agent_id=agent.id)
     if previous is not None:
