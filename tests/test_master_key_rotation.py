@@ -465,6 +465,36 @@ def test_a_rotation_stopped_before_the_key_file_moved_says_where_the_new_key_is(
     assert run_cli(url, "audit", "verify", master_key=None).exit_code == 0
 
 
+def test_a_failed_rotation_leaves_the_key_file_and_every_value_as_they_were(tmp_path: Path) -> None:
+    """A value that does not open with the current key (here, altered bytes) stops the rotation
+    before anything changed: the key file is the old one and no new key is left beside it."""
+    directory = tmp_path / "data"
+    directory.mkdir()
+    url = f"sqlite:///{directory / 'paywarden.db'}"
+    _set_up(url, master_key=None)
+    key_file = directory / ".paywarden-master-key"
+    old_text = key_file.read_text()
+    database = Database(url)
+    try:
+        with database.write() as session:
+            wallet = session.exec(select(Wallet)).one()
+            assert wallet.sealed_secret is not None
+            wallet.sealed_secret = wallet.sealed_secret[:-1] + bytes([wallet.sealed_secret[-1] ^ 1])
+            session.add(wallet)
+    finally:
+        database.engine.dispose()
+
+    done = invoke(url, "admin", "master-key", "rotate", "--generate", master_key=None)
+    assert done.exit_code == 1
+    assert done.stderr.strip().splitlines() == [
+        "error: sealed_value_unreadable: A sealed value does not open with the master key in use: "
+        "nothing was rotated."
+    ]
+    assert key_file.read_text() == old_text
+    assert not (directory / ".paywarden-master-key.new").exists()
+    assert run_cli(url, "audit", "verify", master_key=None).exit_code == 0
+
+
 def test_generate_is_refused_when_the_key_is_a_variable(url: str) -> None:
     _set_up(url, master_key=TEST_MASTER_KEY)
     done = invoke(url, "admin", "master-key", "rotate", "--generate", master_key=TEST_MASTER_KEY)
