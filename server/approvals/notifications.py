@@ -49,6 +49,7 @@ from server.kit.money import format_usd
 from server.kit.networks import is_testnet, network_name
 from server.models import Approval, ApprovalNotification, AuditEvent
 from server.vocabulary import ApprovalStatus, HoldReason, NotificationStatus
+from server.wallets.sealed import webhook_context
 
 log = logging.getLogger("paywarden.notifications")
 
@@ -142,10 +143,6 @@ def mask_webhook(url: str) -> str:
     """What pages show of a saved webhook: its host and the last four characters."""
     parts = urlsplit(url)
     return f"{parts.scheme}://{parts.netloc}/…{url[-4:]}"
-
-
-def webhook_context(org_id: str) -> str:
-    return f"slack-webhook:{org_id}"
 
 
 def seal_webhook(master: MasterKey, *, org_id: str, url: str) -> bytes:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from enum import StrEnum
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from server.kit.clock import isoformat
@@ -39,6 +40,7 @@ if TYPE_CHECKING:  # the types only: `--help` must not load the services (see do
     from server.payments.preflight.diagnosis import Diagnosis
     from server.policy.model import Policy
     from server.policy.rules import Rule
+    from server.wallets.rotation import Rotation
 
 Document = dict[str, Any]
 
@@ -106,6 +108,16 @@ PAYMENT_COLUMNS = (
 
 def policy(row: Agent, current: Policy) -> Document:
     return {"agentId": row.id, "policyVersion": current.version, "policy": current.to_document()}
+
+
+def master_key_rotated(rotation: Rotation, *, key_file: Path | None) -> Document:
+    return {
+        "keyId": rotation.key_id,
+        "previousKeyId": rotation.previous_key_id,
+        "resealed": dict(rotation.resealed),
+        "auditChainKeyStored": rotation.chain_key_stored,
+        "keyFile": str(key_file) if key_file is not None else None,
+    }
 
 
 def wallet(row: Wallet) -> Document:

@@ -1,5 +1,6 @@
-"""The master key, AES-256-GCM sealing of secrets at rest (wallet keys, CDP credentials), and keys
-derived from it for one purpose each (CSRF tokens, refresh-token successors).
+"""The master key, AES-256-GCM sealing of secrets at rest (wallet keys, Slack webhooks, a pending
+change's result, the audit chain's key once the master key was rotated), and keys derived from it for
+one purpose each (CSRF tokens, refresh-token successors).
 
 The key is `pwmk_` + base64url of 32 random bytes: a format that never looks like a wallet key,
 so the "private-key-looking value" guard on configuration cannot confuse the two. Other keys
@@ -26,6 +27,11 @@ MASTER_KEY_PREFIX = "pwmk_"
 _NONCE_BYTES = 12
 _SEAL_VERSION = b"\x01"
 KEY_CHECK_PURPOSE = "paywarden/master-key-check/v1"
+KEY_ID_LENGTH = 16
+
+
+def key_id_of(check_value: str) -> str:
+    return check_value[:KEY_ID_LENGTH]
 
 
 class MasterKeyError(ValueError):
@@ -73,6 +79,12 @@ class MasterKey:
     def check_value(self) -> str:
         """What a database keeps to recognise this key without being able to recover it."""
         return self.derive(KEY_CHECK_PURPOSE).hex()
+
+    @property
+    def key_id(self) -> str:
+        """A short public name of this key, recorded next to every value sealed with it: the first
+        16 hex digits of its check value, so a database can name the key of any of its rows."""
+        return key_id_of(self.check_value())
 
     def encode(self) -> str:
         return MASTER_KEY_PREFIX + base64.urlsafe_b64encode(self._raw).decode().rstrip("=")
@@ -131,6 +143,36 @@ def load_or_create_master_key_file(path: Path) -> MasterKey:
         return key
     finally:
         os.unlink(temporary)
+
+
+def pending_master_key_file(path: Path) -> Path:
+    """Where a rotation writes the new key before the database takes it (`<key file>.new`)."""
+    return path.with_name(path.name + ".new")
+
+
+def write_pending_master_key_file(path: Path, key: MasterKey) -> Path:
+    """Write `key` (0600, flushed to disk) beside the key file at `path`, not over it: the database
+    still belongs to the old key until the rotation commits. A file left there by an earlier
+    rotation that did not commit is replaced."""
+    pending = pending_master_key_file(path)
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(key.encode() + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, pending)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+    _fsync_directory(path.parent)
+    return pending
+
+
+def install_master_key_file(pending: Path, path: Path) -> None:
+    """Put the pending key file in place of the key file, atomically (once the rotation committed)."""
+    os.replace(pending, path)
+    _fsync_directory(path.parent)
 
 
 def _fsync_directory(directory: Path) -> None:

@@ -56,6 +56,7 @@ class Organization(SQLModel, table=True):
     # the masked form pages show.
     slack_webhook_sealed: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
     slack_webhook_masked: str | None = Field(default=None, max_length=80)
+    slack_webhook_key_id: str | None = Field(default=None, max_length=16)  # the master key it is sealed with
 
 
 class Team(SQLModel, table=True):
@@ -153,6 +154,7 @@ class Wallet(SQLModel, table=True):
     mode: WalletMode = _enum(WalletMode, 20)
     address: str = Field(max_length=42)
     sealed_secret: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
+    sealed_key_id: str | None = Field(default=None, max_length=16)  # the master key it is sealed with
     account_name: str | None = Field(default=None, max_length=120)
     created_at: datetime = _ts()
     retired_at: datetime | None = _ts(nullable=True)
@@ -356,6 +358,7 @@ class PendingChange(SQLModel, table=True):
     confirmed_at: datetime | None = _ts(nullable=True)
     confirmed_by: str | None = Field(default=None, foreign_key="members.id", max_length=40)
     result_sealed: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
+    result_key_id: str | None = Field(default=None, max_length=16)  # the master key it is sealed with
 
 
 class RateLimitBucket(SQLModel, table=True):
@@ -627,6 +630,19 @@ class MasterKeyCheck(SQLModel, table=True):
 
     id: int = Field(primary_key=True)  # always 1
     check_value: str = Field(max_length=64)
+    created_at: datetime = _ts()
+
+
+class SealedSecret(SQLModel, table=True):
+    """A secret of the database itself, sealed with the master key, by name. Today one: the audit
+    chain's key, stored here when the master key is first rotated (until then it is derived from
+    the master key), so events keyed before a rotation keep verifying after it."""
+
+    __tablename__ = "sealed_secrets"
+
+    name: str = Field(primary_key=True, max_length=60)
+    sealed: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+    key_id: str = Field(max_length=16)  # the master key it is sealed with
     created_at: datetime = _ts()
 
 

@@ -35,6 +35,8 @@ from server.policy.service import PolicySettings, update_policy
 from server.tenancy.repository import PendingChangeRepository
 from server.tenancy.service import create_member, find_member, find_org, get_agent, set_member_role
 from server.vocabulary import PendingChangeKind, Role, StepUpAction
+from server.wallets.master_key import require_current_key
+from server.wallets.sealed import pending_result_context
 
 PENDING_TTL = timedelta(minutes=10)
 PATH = "/account/changes"
@@ -191,7 +193,9 @@ def confirm_change(
         raise ChangeNotPending()
     applied = _apply_change(session, signed_in, row, now=now)
     if applied is not None:
+        require_current_key(session, key_id=master.key_id)
         row.result_sealed = master.seal(applied.encode(), context=_context(row))
+        row.result_key_id = master.key_id
     row.confirmed_at, row.confirmed_by = now, signed_in.member.id
     PendingChangeRepository(session).add(row)
     audit(
@@ -214,7 +218,7 @@ def confirm_change(
 
 
 def _context(row: PendingChange) -> str:
-    return f"paywarden/pending-change-result/v1/{row.id}"
+    return pending_result_context(row.id)
 
 
 def policy_settings(change: dict[str, Any]) -> PolicySettings:
@@ -274,6 +278,6 @@ def take_result(session: Session, signed_in: SignedIn, change_id: str, *, master
     if row.result_sealed is None or row.confirmed_by != signed_in.member.id:
         return None
     secret = master.open(row.result_sealed, context=_context(row)).decode()
-    row.result_sealed = None
+    row.result_sealed = row.result_key_id = None
     PendingChangeRepository(session).add(row)
     return secret

@@ -32,6 +32,7 @@ from server.tenancy.repository import (
     TeamRepository,
 )
 from server.vocabulary import Role, RuleScope
+from server.wallets.master_key import require_current_key
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._-]{0,119}$")
 _EMAIL = re.compile(r"^[^@\s]{1,64}@[A-Za-z0-9.-]{1,189}\.[A-Za-z]{2,63}$")
@@ -119,13 +120,18 @@ def set_slack_webhook(
     *,
     org: Organization,
     sealed: bytes | None,
+    key_id: str,
     masked: str | None,
     actor: str,
     now: datetime,
 ) -> None:
-    """Save (or, with None, remove) the organisation's own Slack webhook: sealed, and the masked
-    form pages show; the audit event names only the masked form."""
+    """Save (or, with None, remove) the organisation's own Slack webhook: sealed, the id of the
+    master key it is sealed with (`MasterKey.key_id`), and the masked form pages show; the audit
+    event names only the masked form."""
+    if sealed is not None:
+        require_current_key(session, key_id=key_id)
     org.slack_webhook_sealed = sealed
+    org.slack_webhook_key_id = key_id if sealed is not None else None
     org.slack_webhook_masked = masked
     _org_changed(session, org, actor=actor, data={"slackWebhook": masked}, now=now)
 

@@ -6,6 +6,10 @@ process started with another key (another key file, another working directory, a
 `PAYWARDEN_MASTER_KEY`) stops with one line instead of failing at its first signature or writing
 audit events no one can verify. A database that already holds sealed wallet keys but no check
 value (set up before the check existed) adopts the key only if it opens one of them.
+
+The audit chain's key is derived from the master key the database was set up with; the first
+rotation of the master key (server/wallets/rotation.py) keeps that same chain key, sealed with the
+new master key, so every event ever written keeps verifying (docs/decisions.md).
 """
 
 from __future__ import annotations
@@ -21,13 +25,16 @@ from server.kit.crypto import (
     MasterKeyError,
     MasterKeyMissing,
     SealError,
+    key_id_of,
     load_or_create_master_key_file,
+    pending_master_key_file,
 )
 from server.kit.db import Database
 from server.kit.migrations import has_table
 from server.models import MasterKeyCheck
 from server.settings import Settings
-from server.wallets.repository import MasterKeyCheckRepository
+from server.wallets.repository import MasterKeyCheckRepository, SealedValueRepository
+from server.wallets.sealed import AUDIT_CHAIN_KEY, secret_context, wallet_context
 
 
 class MasterKeyMismatch(MasterKeyError):
@@ -63,9 +70,10 @@ def check_master_key(
     stored = checks.stored() if with_check else None
     if stored is None:
         wallet = checks.any_sealed_wallet()
-        if wallet is not None and wallet.sealed_secret is not None:
+        if wallet is not None:
+            wallet_id, sealed = wallet
             try:
-                master.open(wallet.sealed_secret, context=f"wallet:{wallet.id}")
+                master.open(sealed, context=wallet_context(wallet_id))
             except SealError:
                 raise mismatch(name) from None
         if not with_check:
@@ -76,6 +84,48 @@ def check_master_key(
         assert stored is not None
     if stored.check_value != master.check_value():
         raise mismatch(name)
+
+
+def require_current_key(session: Session, *, key_id: str) -> None:
+    """Raise MasterKeyMismatch unless `key_id` names the database's key, before a value sealed with
+    it is written: a process still running with the key a rotation replaced seals nothing more.
+    The check value's row stays share-locked to the commit, so a rotation cannot slip in between."""
+    stored = MasterKeyCheckRepository(session).shared()
+    if stored is not None and key_id_of(stored.check_value) != key_id:
+        raise MasterKeyMismatch(
+            "the master key this process was started with is no longer this database's (it was "
+            "rotated); restart the process with the database's key"
+        )
+
+
+def audit_chain_key(session: Session, *, master: MasterKey, with_secrets: bool = True) -> bytes:
+    """The key of the audit hash chain: sealed in the database once the master key was rotated,
+    else derived from the master key (`with_secrets` False on a schema older than the sealed
+    secrets' table)."""
+    stored = SealedValueRepository(session).secret(AUDIT_CHAIN_KEY) if with_secrets else None
+    if stored is None:
+        return chain_key(master)
+    try:
+        return master.open(stored.sealed, context=secret_context(AUDIT_CHAIN_KEY))
+    except SealError:
+        raise MasterKeyError(
+            "the audit chain's key does not open with the master key although its check value "
+            "matches: the database was altered"
+        ) from None
+
+
+def _refuse_with_pending_rotation(settings: Settings) -> None:
+    """A rotation that committed but stopped before it put the new key file in place left that key
+    beside the old file: say so, since it is the database's key now."""
+    path = settings.master_key_file if settings.master_key is None else None
+    if path is None:
+        return
+    pending = pending_master_key_file(path)
+    if pending.exists():
+        raise MasterKeyMismatch(
+            f"the master key file {path} does not match this database's master key, and a rotation "
+            f"left the new key in {pending}: move it over {path.name} (mv {pending} {path})"
+        )
 
 
 def open_master_key(db: Database, settings: Settings, *, clock: Clock, may_create: bool = True) -> MasterKey:
@@ -89,6 +139,7 @@ def open_master_key(db: Database, settings: Settings, *, clock: Clock, may_creat
     """
     tables = has_table(db, "wallets")
     with_check = has_table(db, "master_key_checks")
+    with_secrets = has_table(db, "sealed_secrets")
     try:
         master = settings.master
     except MasterKeyMissing:
@@ -109,10 +160,20 @@ def open_master_key(db: Database, settings: Settings, *, clock: Clock, may_creat
                     "sealed with a master key: restore that file or set PAYWARDEN_MASTER_KEY"
                 ) from None
         master = load_or_create_master_key_file(path)
+    audit_key = chain_key(master)
     if tables:
         with db.write() as session:
-            check_master_key(
-                session, master=master, name=settings.master_key_name, now=clock.now(), with_check=with_check
-            )
-    db.audit_key = chain_key(master)  # only now can anything be audited
+            try:
+                check_master_key(
+                    session,
+                    master=master,
+                    name=settings.master_key_name,
+                    now=clock.now(),
+                    with_check=with_check,
+                )
+            except MasterKeyMismatch:
+                _refuse_with_pending_rotation(settings)
+                raise
+            audit_key = audit_chain_key(session, master=master, with_secrets=with_secrets)
+    db.audit_key = audit_key  # only now can anything be audited
     return master

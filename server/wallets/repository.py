@@ -1,14 +1,16 @@
-"""Every query on agents' wallets (a wallet belongs to one agent; retired wallets stay) and on the
-master key's check value that guards their sealed keys."""
+"""Every query on agents' wallets (a wallet belongs to one agent; retired wallets stay), on the
+master key's check value that guards their sealed keys, and on every value sealed with it."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
 from sqlmodel import col, select
 
 from server.kit.repository import Repository, TenantRepository
-from server.models import MasterKeyCheck, Wallet
+from server.models import MasterKeyCheck, Organization, SealedSecret, Wallet
+from server.wallets.sealed import SealedColumn
 
 
 class WalletRepository(TenantRepository[Wallet]):
@@ -32,8 +34,60 @@ class MasterKeyCheckRepository(Repository[MasterKeyCheck]):
     def stored(self) -> MasterKeyCheck | None:
         return self.session.get(MasterKeyCheck, 1)
 
-    def any_sealed_wallet(self) -> Wallet | None:
-        """A wallet whose key is sealed with the master key, if the database holds one."""
-        return self.session.exec(
-            select(Wallet).where(col(Wallet.sealed_secret).is_not(None)).limit(1)
+    def locked(self) -> MasterKeyCheck | None:
+        """The row, locked for the rest of the transaction (PostgreSQL; SQLite's writer is alone)."""
+        locking = select(MasterKeyCheck).where(MasterKeyCheck.id == 1).with_for_update()
+        return self.session.exec(locking).first()
+
+    def shared(self) -> MasterKeyCheck | None:
+        """The row, share-locked for the rest of the transaction (PostgreSQL): a rotation, which
+        locks it for update, waits for this transaction, or this one for the rotation's."""
+        locking = select(MasterKeyCheck).where(MasterKeyCheck.id == 1).with_for_update(read=True)
+        return self.session.exec(locking).first()
+
+    def any_sealed_wallet(self) -> tuple[str, bytes] | None:
+        """A wallet whose key is sealed with the master key (its id and sealed key), if the database
+        holds one. Only these two columns are read: this runs on older schemas too, before `migrate`."""
+        found = self.session.exec(
+            select(Wallet.id, Wallet.sealed_secret).where(col(Wallet.sealed_secret).is_not(None)).limit(1)
         ).first()
+        if found is None or found[1] is None:
+            return None
+        return found[0], bytes(found[1])
+
+
+class SealedValueRepository(Repository[SealedSecret]):
+    """The rows holding a value sealed with the master key, and the database's own sealed secrets."""
+
+    model = SealedSecret
+
+    def rows_sealed_in(self, column: SealedColumn) -> Sequence[Any]:
+        """Every row whose `column` holds a sealed value, in primary-key order."""
+        model: Any = column.model
+        key = next(iter(model.__table__.primary_key.columns))
+        return self.session.exec(
+            select(model).where(col(getattr(model, column.sealed)).is_not(None)).order_by(key)
+        ).all()
+
+    def count_sealed_in(self, column: SealedColumn, *, other_than: str) -> int:
+        """How many rows of `column` are not recorded as sealed with the key `other_than` names."""
+        model: Any = column.model
+        key_id = col(getattr(model, column.key_id))
+        return len(
+            self.session.exec(
+                select(getattr(model, column.sealed)).where(
+                    col(getattr(model, column.sealed)).is_not(None),
+                    key_id.is_(None) | (key_id != other_than),
+                )
+            ).all()
+        )
+
+    def secret(self, name: str) -> SealedSecret | None:
+        return self.session.get(SealedSecret, name)
+
+    def organization_ids(self) -> list[str]:
+        """Every organisation's id: each is told in its audit log that the master key was rotated."""
+        return list(self.session.exec(select(Organization.id).order_by(col(Organization.id))).all())
+
+    def secrets(self) -> Sequence[SealedSecret]:
+        return self._all(self._statement().order_by(col(SealedSecret.name)))

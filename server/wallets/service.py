@@ -15,7 +15,9 @@ from server.models import Agent, Wallet
 from server.signers.base import Signer, SignerError
 from server.signers.local_key import LocalKeySigner
 from server.vocabulary import WalletMode
+from server.wallets.master_key import require_current_key
 from server.wallets.repository import WalletRepository
+from server.wallets.sealed import wallet_context
 
 _KEY = re.compile(r"^(0x)?[0-9a-fA-F]{64}$")
 
@@ -49,6 +51,7 @@ def import_local_key(
     from eth_account import Account
 
     address = str(Account.from_key(private_key).address)
+    require_current_key(session, key_id=master.key_id)
     wallets = WalletRepository(session)
     previous = wallets.active_for_agent(org_id=agent.org_id, agent_id=agent.id)
     if previous is not None:
@@ -61,7 +64,8 @@ def import_local_key(
         agent_id=agent.id,
         mode=WalletMode.LOCAL_KEY,
         address=address,
-        sealed_secret=master.seal(private_key, context=f"wallet:{wallet_id}"),
+        sealed_secret=master.seal(private_key, context=wallet_context(wallet_id)),
+        sealed_key_id=master.key_id,
         created_at=now,
     )
     wallets.add(wallet)
@@ -86,5 +90,5 @@ def signer_for(wallet: Wallet, master: MasterKey) -> Signer:
     if wallet.mode == WalletMode.LOCAL_KEY:
         if wallet.sealed_secret is None:
             raise SignerError("the wallet has no sealed key")
-        return LocalKeySigner(master.open(wallet.sealed_secret, context=f"wallet:{wallet.id}"))
+        return LocalKeySigner(master.open(wallet.sealed_secret, context=wallet_context(wallet.id)))
     raise SignerError(f"signing mode {str(wallet.mode)!r} is not available")

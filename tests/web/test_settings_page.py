@@ -152,6 +152,7 @@ async def test_an_organisation_is_announced_to_its_own_webhook(db: Database) -> 
                 session,
                 org=org,
                 sealed=seal_webhook(master, org_id=org.id, url=receiver.url),
+                key_id=master.key_id,
                 masked="masked",
                 actor="operator:test",
                 now=clock.now(),

@@ -12,6 +12,7 @@ from server.cli.admin import (
     audit,
     catalog,
     client,
+    master_key,
     member,
     org,
     payments,
@@ -25,7 +26,7 @@ from server.cli.output import command_group
 
 app = command_group(
     "Administer organisations, teams, members, agents, policies, rules, approvals, the catalog, "
-    "wallets, tokens, OAuth clients, payments and the audit log's events.",
+    "wallets, tokens, OAuth clients, payments, the audit log's events and the master key.",
     example="paywarden admin agent list --org acme",
 )
 app.add_typer(org.app, name="org")
@@ -41,3 +42,4 @@ app.add_typer(approvals.app, name="approvals")
 app.add_typer(catalog.app, name="catalog")
 app.add_typer(payments.app, name="payments")
 app.add_typer(audit.app, name="audit")
+app.add_typer(master_key.app, name="master-key")

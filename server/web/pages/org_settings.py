@@ -94,7 +94,13 @@ def _set_webhook(
     sealed = seal_webhook(master, org_id=org.id, url=url) if url is not None else None
     masked = mask_webhook(url) if url is not None else None
     set_slack_webhook(
-        session, org=org, sealed=sealed, masked=masked, actor=signed_in.principal.actor, now=now
+        session,
+        org=org,
+        sealed=sealed,
+        key_id=master.key_id,
+        masked=masked,
+        actor=signed_in.principal.actor,
+        now=now,
     )
 
 
