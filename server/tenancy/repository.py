@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 from sqlalchemy import and_, bindparam, func, select, update
 from sqlalchemy.orm import aliased
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import col
 
 from server.kit.repository import Reader, ReaderShape, TenantRepository, reader_shape, scope_params, scoped
@@ -49,6 +50,18 @@ class OrganizationRepository(TenantRepository[Organization]):
         return self.get_readable(reader, ref) or self._first(
             self.readable(reader).where(Organization.name == ref)
         )
+
+    def renamed(self, org: Organization, name: str) -> bool:
+        """Give `org` another name in a savepoint; False, and nothing changed, when it is taken."""
+        try:
+            with self.session.begin_nested():
+                org.name = name
+                self.session.add(org)
+                self.session.flush()
+        except IntegrityError:
+            self.session.refresh(org)
+            return False
+        return True
 
     def all_readable(self, reader: Reader) -> Sequence[Organization]:
         return self._all(self.readable(reader).order_by(col(Organization.created_at), col(Organization.id)))
