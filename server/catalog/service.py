@@ -387,9 +387,7 @@ def entries(
     return CatalogRepository(session).all_entries(candidates=candidates, suspended=suspended)
 
 
-def accepted_page(
-    session: Session, *, after: tuple[datetime, str] | None, limit: int
-) -> list[Listing]:
+def accepted_page(session: Session, *, after: tuple[datetime, str] | None, limit: int) -> list[Listing]:
     """One page of the accepted entries (listed or suspended) with their offers, oldest first."""
     return listings(session, CatalogRepository(session).accepted_page(after=after, limit=limit))
 

@@ -26,7 +26,6 @@ from server.kit.money import format_usd, usd_to_atomic
 from server.models import Agent, RuleVersion
 from server.policy.proposals import MAX_ACTIVE_CHAT_RULES, MAX_PROPOSALS_PER_HOUR, Proposal
 from server.policy.repository import RuleVersionRepository
-from server.policy.service import SudoRequired
 from server.policy.rules import (
     WEEKLY_DEFAULT_FACTOR,
     Rule,
@@ -35,6 +34,7 @@ from server.policy.rules import (
     RuleTarget,
     clean_terms,
 )
+from server.policy.service import SudoRequired
 from server.vocabulary import RuleKind, RuleScope, RuleSource, RuleWindow
 
 # The functions that write rules; a static test checks which MCP tools can reach them.

@@ -11,8 +11,8 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from sqlalchemy import and_, bindparam, func, select, update
-from sqlalchemy.orm import aliased
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import aliased
 from sqlmodel import col
 
 from server.kit.repository import Reader, ReaderShape, TenantRepository, reader_shape, scope_params, scoped
@@ -51,8 +51,11 @@ class OrganizationRepository(TenantRepository[Organization]):
             self.readable(reader).where(Organization.name == ref)
         )
 
-    def renamed(self, org: Organization, name: str) -> bool:
-        """Give `org` another name in a savepoint; False, and nothing changed, when it is taken."""
+    def renamed(self, *, org_id: str, name: str) -> bool:
+        """Give the organisation another name in a savepoint; False, and nothing changed, when
+        another organisation has it."""
+        org = self.session.get(Organization, org_id)
+        assert org is not None
         try:
             with self.session.begin_nested():
                 org.name = name

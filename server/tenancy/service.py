@@ -128,7 +128,7 @@ def rename_org(session: Session, *, org: Organization, name: str, actor: str, no
     if cleaned == org.name:
         return
     before = org.name
-    if not OrganizationRepository(session).renamed(org, cleaned):
+    if not OrganizationRepository(session).renamed(org_id=org.id, name=cleaned):
         raise NameTaken()
     audit(
         session,

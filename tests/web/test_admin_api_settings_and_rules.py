@@ -51,9 +51,8 @@ def _matches(document: dict[str, Any], answer: httpx.Response, path: str, method
 
 
 def test_organisation_settings_change_as_the_settings_page_checks_them(
-    sqlite_server: RunningServer, sqlite_db: Database
+    server: RunningServer, db: Database
 ) -> None:
-    server, db = sqlite_server, sqlite_db
     agent = make_agent(db, server.settings, allow_hosts=["api.example.com"], org_name="acme-settings")
     make_agent(db, server.settings, allow_hosts=["api.example.com"], org_name="taken-name")
     writer = admin_token(db, server, agent.org_id, frozenset({Scope.ADMIN_WRITE}))
@@ -68,9 +67,15 @@ def test_organisation_settings_change_as_the_settings_page_checks_them(
         "approvalTtlSeconds": 900,
         "slackWebhook": None,
     }
-    problem(call(server, "patch", "/organization", reader, body={"approvalTtlSeconds": 600}), 403, "insufficient_scope")
+    problem(
+        call(server, "patch", "/organization", reader, body={"approvalTtlSeconds": 600}),
+        403,
+        "insufficient_scope",
+    )
 
-    changed = call(server, "patch", "/organization", writer, body={"approvalTtlSeconds": 600, "slackWebhookUrl": SLACK})
+    changed = call(
+        server, "patch", "/organization", writer, body={"approvalTtlSeconds": 600, "slackWebhookUrl": SLACK}
+    )
     _matches(document, changed, "/organization", "patch")
     assert changed.json()["approvalTtlSeconds"] == 600
     masked = changed.json()["slackWebhook"]
@@ -81,7 +86,8 @@ def test_organisation_settings_change_as_the_settings_page_checks_them(
         assert "very-secret-part" not in answer.text
     with db.read() as session:
         org = session.get(Organization, agent.org_id)
-        assert org is not None and org.slack_webhook_sealed is not None
+        assert org is not None
+        assert org.slack_webhook_sealed is not None
         assert b"very-secret-part" not in org.slack_webhook_sealed
         events = session.exec(select(AuditEvent).where(col(AuditEvent.type) == "org.changed")).all()
         assert all("very-secret-part" not in str(event.data) for event in events)
@@ -101,12 +107,15 @@ def test_organisation_settings_change_as_the_settings_page_checks_them(
     problem(call(server, "patch", "/organization", writer, body={"colour": "red"}), 400, "invalid_body")
     assert call(server, "get", "/organization", reader).json() == again.json()
 
-    renamed = call(server, "patch", "/organization", writer, body={"name": "acme-renamed", "slackWebhookUrl": None})
+    renamed = call(
+        server, "patch", "/organization", writer, body={"name": "acme-renamed", "slackWebhookUrl": None}
+    )
     assert renamed.status_code == 200, renamed.text
     assert (renamed.json()["name"], renamed.json()["slackWebhook"]) == ("acme-renamed", None)
     with db.read() as session:
         org = session.get(Organization, agent.org_id)
-        assert org is not None and org.slack_webhook_sealed is None and org.name == "acme-renamed"
+        assert org is not None
+        assert (org.slack_webhook_sealed, org.name) == (None, "acme-renamed")
 
 
 def test_an_agent_is_created_with_no_host_allowed_and_its_weekly_rule(
@@ -120,7 +129,9 @@ def test_an_agent_is_created_with_no_host_allowed_and_its_weekly_rule(
     writer = admin_token(db, server, first.org_id, frozenset({Scope.ADMIN_WRITE}))
     document = _described(server)
 
-    made = call(server, "post", "/agents", writer, body={"name": "buyer", "network": "eip155:84532", "teamId": team})
+    made = call(
+        server, "post", "/agents", writer, body={"name": "buyer", "network": "eip155:84532", "teamId": team}
+    )
     assert made.status_code == 201, made.text
     _matches(document, made, "/agents", "post")
     agent = made.json()
@@ -133,19 +144,45 @@ def test_an_agent_is_created_with_no_host_allowed_and_its_weekly_rule(
     assert [a["name"] for a in call(server, "get", "/agents", writer).json()["agents"]] == ["first", "buyer"]
     policy = call(server, "get", f"/agents/{agent['id']}/policy", writer).json()
     assert policy["policy"]["allowHosts"] == []
-    own = [r for r in call(server, "get", "/rules", writer, agent=agent["id"]).json()["rules"] if r["scopeId"] == agent["id"]]
+    own = [
+        r
+        for r in call(server, "get", "/rules", writer, agent=agent["id"]).json()["rules"]
+        if r["scopeId"] == agent["id"]
+    ]
     assert [(r["kind"], r["window"], r["source"]) for r in own] == [("limit", "week", "default")]
 
-    problem(call(server, "post", "/agents", writer, body={"name": "buyer", "network": "eip155:84532"}), 400, "name_taken")
-    problem(call(server, "post", "/agents", writer, body={"name": "x", "network": "eip155:1"}), 400, "invalid_body")
-    problem(call(server, "post", "/agents", writer, body={"name": "x!/", "network": "eip155:8453"}), 400, "invalid_input")
     problem(
-        call(server, "post", "/agents", writer, body={"name": "y", "network": "eip155:8453", "teamId": other_team}),
+        call(server, "post", "/agents", writer, body={"name": "buyer", "network": "eip155:84532"}),
+        400,
+        "name_taken",
+    )
+    problem(
+        call(server, "post", "/agents", writer, body={"name": "x", "network": "eip155:1"}),
+        400,
+        "invalid_body",
+    )
+    problem(
+        call(server, "post", "/agents", writer, body={"name": "x!/", "network": "eip155:8453"}),
+        400,
+        "invalid_input",
+    )
+    problem(
+        call(
+            server,
+            "post",
+            "/agents",
+            writer,
+            body={"name": "y", "network": "eip155:8453", "teamId": other_team},
+        ),
         404,
         "team_not_found",
     )
     reader = admin_token(db, server, first.org_id, frozenset({Scope.ADMIN_READ}))
-    problem(call(server, "post", "/agents", reader, body={"name": "z", "network": "eip155:8453"}), 403, "insufficient_scope")
+    problem(
+        call(server, "post", "/agents", reader, body={"name": "z", "network": "eip155:8453"}),
+        403,
+        "insufficient_scope",
+    )
     assert len(call(server, "get", "/agents", writer).json()["agents"]) == 2
 
 
@@ -193,17 +230,43 @@ def test_rules_are_added_and_lowered_at_once_and_widening_waits(server: RunningS
     assert [r["id"] for r in applying] == [before[0]["id"], rule["id"]]
 
     for body, status, code in (
-        ({"scope": "agent", "scopeId": agent.agent_id, "kind": "deny", "host": "not a host"}, 400, "rule_rejected"),
+        (
+            {"scope": "agent", "scopeId": agent.agent_id, "kind": "deny", "host": "not a host"},
+            400,
+            "rule_rejected",
+        ),
         ({"scope": "agent", "scopeId": agent.agent_id, "kind": "limit"}, 400, "rule_rejected"),
-        ({"scope": "org", "scopeId": agent.org_id, "kind": "limit", "limitUsd": "lots"}, 400, "rule_rejected"),
-        ({"scope": "org", "scopeId": agent.org_id, "kind": "limit", "limitUsd": "0.0000001"}, 400, "rule_rejected"),
+        (
+            {"scope": "org", "scopeId": agent.org_id, "kind": "limit", "limitUsd": "lots"},
+            400,
+            "rule_rejected",
+        ),
+        (
+            {"scope": "org", "scopeId": agent.org_id, "kind": "limit", "limitUsd": "0.0000001"},
+            400,
+            "rule_rejected",
+        ),
         ({"scope": "org", "scopeId": agent.org_id, "kind": "hold", "limitUsd": "1"}, 400, "rule_rejected"),
-        ({"scope": "agent", "scopeId": other.agent_id, "kind": "hold", "host": "a.example"}, 404, "scope_not_found"),
-        ({"scope": "org", "scopeId": other.org_id, "kind": "hold", "host": "a.example"}, 404, "scope_not_found"),
+        (
+            {"scope": "agent", "scopeId": other.agent_id, "kind": "hold", "host": "a.example"},
+            404,
+            "scope_not_found",
+        ),
+        (
+            {"scope": "org", "scopeId": other.org_id, "kind": "hold", "host": "a.example"},
+            404,
+            "scope_not_found",
+        ),
         ({"scope": "planet", "scopeId": agent.org_id, "kind": "hold"}, 400, "invalid_body"),
     ):
         problem(call(server, "post", "/rules", writer, body=body), status, code)
-    problem(call(server, "post", "/rules", reader, body={"scope": "org", "scopeId": agent.org_id, "kind": "hold"}), 403, "insufficient_scope")
+    problem(
+        call(
+            server, "post", "/rules", reader, body={"scope": "org", "scopeId": agent.org_id, "kind": "hold"}
+        ),
+        403,
+        "insufficient_scope",
+    )
 
     path = f"/rules/{rule['id']}"
     lowered = call(server, "patch", path, writer, body={"limitUsd": "80"})
@@ -218,14 +281,23 @@ def test_rules_are_added_and_lowered_at_once_and_widening_waits(server: RunningS
     removing = call(server, "delete", path, writer)
     assert removing.status_code == 202, removing.text
     _matches(document, removing, "/rules/{rule_id}", "delete")
-    assert call(server, "get", f"/changes/{removing.json()['changeId']}", reader).json()["kind"] == "rule_removal"
+    assert (
+        call(server, "get", f"/changes/{removing.json()['changeId']}", reader).json()["kind"]
+        == "rule_removal"
+    )
     # Nothing widened yet: the rule is in force with the lowered limit.
     now_rules = {r["id"]: r for r in call(server, "get", "/rules", reader).json()["rules"]}
     assert (now_rules[rule["id"]]["limitUsd"], now_rules[rule["id"]]["version"]) == ("80.00", 2)
 
-    problem(call(server, "patch", f"/rules/{deny.json()['id']}", writer, body={"limitUsd": "1"}), 400, "rule_rejected")
+    problem(
+        call(server, "patch", f"/rules/{deny.json()['id']}", writer, body={"limitUsd": "1"}),
+        400,
+        "rule_rejected",
+    )
     problem(call(server, "patch", path, writer, body={"limitUsd": "-1"}), 400, "rule_rejected")
-    problem(call(server, "patch", "/rules/rule_missing", writer, body={"limitUsd": "1"}), 404, "rule_not_found")
+    problem(
+        call(server, "patch", "/rules/rule_missing", writer, body={"limitUsd": "1"}), 404, "rule_not_found"
+    )
     problem(call(server, "delete", "/rules/rule_missing", writer), 404, "rule_not_found")
     problem(call(server, "patch", path, reader, body={"limitUsd": "1"}), 403, "insufficient_scope")
     problem(call(server, "get", "/rules", reader, agent=other.agent_id), 404, "agent_not_found")
@@ -237,7 +309,8 @@ def test_a_payment_is_read_by_id_within_its_organisation(server: RunningServer, 
     now = SystemClock().now()
     mine = reserve_now(db, agent.agent_id, facts("mine", host="api.example.com"), now).intent
     theirs = reserve_now(db, other.agent_id, facts("theirs", host="api.example.com"), now).intent
-    assert mine is not None and theirs is not None
+    assert mine is not None
+    assert theirs is not None
     reader = admin_token(db, server, agent.org_id, frozenset({Scope.ADMIN_READ}))
     one = call(server, "get", f"/payments/{mine.id}", reader)
     assert one.status_code == 200, one.text

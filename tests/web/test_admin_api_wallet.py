@@ -43,7 +43,9 @@ def test_the_wallet_shows_its_balance_from_the_chain_and_never_its_key(
         paying = make_agent(
             sqlite_db, server.settings, allow_hosts=["api.example.com"], wallet_key=funded_wallet.private_key
         )
-        bare = make_agent(sqlite_db, server.settings, allow_hosts=["api.example.com"], org_id=paying.org_id, name="bare")
+        bare = make_agent(
+            sqlite_db, server.settings, allow_hosts=["api.example.com"], org_id=paying.org_id, name="bare"
+        )
         reader = admin_token(sqlite_db, server, paying.org_id, frozenset({Scope.ADMIN_READ}))
 
         shown = call(server, "get", f"/agents/{paying.agent_id}/wallet", reader)
@@ -58,12 +60,15 @@ def test_the_wallet_shows_its_balance_from_the_chain_and_never_its_key(
             "balanceError": None,
         }
         test_usdc.mint(funded_wallet.address, 2_500_000)  # read from the chain now, not remembered
-        assert call(server, "get", f"/agents/{paying.agent_id}/wallet", reader).json()["balanceUsd"] == "12.50"
+        assert (
+            call(server, "get", f"/agents/{paying.agent_id}/wallet", reader).json()["balanceUsd"] == "12.50"
+        )
         with sqlite_db.read() as session:
             (row,) = session.exec(select(Wallet).where(Wallet.agent_id == paying.agent_id)).all()
         assert row.sealed_secret is not None
         key_hex = funded_wallet.private_key.removeprefix("0x").lower()
-        assert key_hex not in shown.text.lower() and row.sealed_secret.hex() not in shown.text
+        assert key_hex not in shown.text.lower()
+        assert row.sealed_secret.hex() not in shown.text
 
         none = call(server, "get", f"/agents/{bare.agent_id}/wallet", reader).json()
         assert (none["address"], none["mode"], none["balanceUsd"], none["balanceError"]) == (
@@ -94,6 +99,10 @@ def test_a_chain_that_cannot_be_read_gives_no_balance_and_says_why(
         took = time.monotonic() - started
         assert shown.status_code == 200, shown.text
         body = shown.json()
-        assert (body["address"], body["balanceUsd"], body["balanceAtomic"]) == (funded_wallet.address, None, None)
+        assert (body["address"], body["balanceUsd"], body["balanceAtomic"]) == (
+            funded_wallet.address,
+            None,
+            None,
+        )
         assert body["balanceError"] == ("timeout" if dead == "silent" else "chain_unavailable")
         assert took < 6  # a short timeout, not the RPC client's own

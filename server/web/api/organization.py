@@ -40,7 +40,7 @@ def _change(
     principal: Principal,
     asked: OrganizationChange,
     *,
-    webhook: str | None | object,
+    webhook: str | object | None,
     master: MasterKey,
     now: datetime,
 ) -> OrganizationDocument:
@@ -63,7 +63,7 @@ async def change_organization(request: Request, principal: Principal) -> BaseMod
     """Rename, set the approval TTL, save or (with null) remove the Slack webhook."""
     asked = await body_of(request, OrganizationChange)
     settings = services_of(request).settings
-    webhook: str | None | object = KEEP
+    webhook: str | object | None = KEEP
     if "slackWebhookUrl" in asked.model_fields_set:
         typed = asked.slackWebhookUrl
         webhook = (

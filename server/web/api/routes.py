@@ -447,7 +447,7 @@ _TABLE: tuple[tuple[Operation, Handler], ...] = (
         ),
         records.export_payments,
     ),
-    (
+    (  # after /payments/export, which the router would otherwise take for a payment's id
         Operation(
             "/payments/{payment_id}",
             "getPayment",

@@ -25,7 +25,7 @@ from server.models import (
     Wallet,
 )
 from server.policy.rules import Rule
-from server.vocabulary import SUPPORTED_NETWORKS, RuleKind, RuleScope, RuleWindow, Role, WalletMode
+from server.vocabulary import SUPPORTED_NETWORKS, Role, RuleKind, RuleScope, RuleWindow, WalletMode
 
 # The scopes an agent token may carry, spelled out so the OpenAPI document lists them.
 AgentScope = Literal["catalog:read", "payments:read", "payments:write", "rules:propose"]
@@ -349,7 +349,9 @@ assert set(get_args(Network)) == set(SUPPORTED_NETWORKS)
 class AgentCreate(Document):
     name: str = Field(min_length=1, max_length=120, description="Unique in the organisation.")
     network: Network = Field(description="The CAIP-2 network the agent pays on.")
-    teamId: str | None = Field(default=None, max_length=40, description="Its team: the team's rules apply too.")
+    teamId: str | None = Field(
+        default=None, max_length=40, description="Its team: the team's rules apply too."
+    )
     memberId: str | None = Field(default=None, max_length=40, description="The member it belongs to.")
 
 
@@ -426,7 +428,9 @@ class RuleCreate(Document):
     scope: RuleScope
     scopeId: str = Field(min_length=1, max_length=120, description="The agent, team, member or organisation.")
     kind: RuleKind
-    host: str | None = Field(default=None, max_length=255, description="Only payments to this host (or *.domain).")
+    host: str | None = Field(
+        default=None, max_length=255, description="Only payments to this host (or *.domain)."
+    )
     pathPrefix: str | None = Field(default=None, max_length=512, description="Only paths starting with this.")
     limitUsd: str | None = Field(default=None, max_length=20, description="For a limit: USD per window.")
     window: RuleWindow | None = Field(default=None, description="For a limit (default day).")
@@ -436,20 +440,25 @@ class RuleChange(Document):
     limitUsd: str = Field(max_length=20, description="The limit rule's new limit, USD per window.")
 
 
+BalanceError = Literal["no_wallet", "chain_unavailable", "timeout"]
+
+
 class WalletDocument(Document):
     agentId: str
     network: str
     address: str | None = Field(description="The wallet's address; null when the agent has none.")
     mode: WalletMode | None = Field(description="How it signs; its key never leaves the server.")
-    balanceUsd: str | None = Field(description="Its USDC balance read from the chain now; null when unreadable.")
+    balanceUsd: str | None = Field(
+        description="Its USDC balance read from the chain now; null when unreadable."
+    )
     balanceAtomic: int | None
-    balanceError: Literal["no_wallet", "chain_unavailable", "timeout"] | None = Field(
+    balanceError: BalanceError | None = Field(
         description="Why there is no balance: no wallet, no answer from the chain, or none in time."
     )
 
     @classmethod
     def of(
-        cls, agent: Agent, wallet: Wallet | None, balance: int | None, error: str | None
+        cls, agent: Agent, wallet: Wallet | None, balance: int | None, error: BalanceError | None
     ) -> WalletDocument:
         return cls(
             agentId=agent.id,
@@ -458,7 +467,7 @@ class WalletDocument(Document):
             mode=None if wallet is None else wallet.mode,
             balanceUsd=None if balance is None else format_usd(balance, atomic=True),
             balanceAtomic=balance,
-            balanceError=error,  # type: ignore[arg-type]
+            balanceError=error,
         )
 
 
