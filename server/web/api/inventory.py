@@ -37,7 +37,9 @@ from server.web.http import NO_STORE, services_of
 BALANCE_TIMEOUT_S = 2.0
 
 
-def _create(session: Session, principal: Principal, asked: AgentCreate, *, now: datetime) -> AgentDocument:
+def _create_agent(
+    session: Session, principal: Principal, asked: AgentCreate, *, now: datetime
+) -> AgentDocument:
     assert principal.org_id is not None  # an admin token is bound to one organisation
     org = find_org(session, principal, principal.org_id)
     team = None if asked.teamId is None else find_team(session, principal, asked.teamId, org_id=org.id)
@@ -60,7 +62,7 @@ def _create(session: Session, principal: Principal, asked: AgentCreate, *, now: 
 async def create_agent_route(request: Request, principal: Principal) -> Response:
     """A new agent (201): its policy allows no host until one is added."""
     asked = await body_of(request, AgentCreate)
-    document = await writing(request, _create, principal, asked, now=now_of(request))
+    document = await writing(request, _create_agent, principal, asked, now=now_of(request))
     return JSONResponse(document.model_dump(mode="json"), status_code=201, headers=NO_STORE)
 
 

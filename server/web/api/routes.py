@@ -274,7 +274,7 @@ _TABLE: tuple[tuple[Operation, Handler], ...] = (
             body=RuleChange,
             confirms=True,
         ),
-        rules.change_rule,
+        rules.change_rule_limit,
     ),
     (
         Operation(
@@ -288,7 +288,7 @@ _TABLE: tuple[tuple[Operation, Handler], ...] = (
             method="delete",
             status=202,
         ),
-        rules.remove_rule,
+        rules.ask_to_remove_rule,
     ),
     (
         Operation("/members", "listMembers", "The organisation's members, oldest first.", MemberList),

@@ -47,7 +47,9 @@ def limit_of(text: str | None) -> Decimal | None:
     return amount
 
 
-def _rules(session: Session, principal: Principal, *, agent_id: str | None, now: datetime) -> RuleList:
+def _rules_in_force(
+    session: Session, principal: Principal, *, agent_id: str | None, now: datetime
+) -> RuleList:
     assert principal.org_id is not None  # an admin token is bound to one organisation
     found = rules_of_org(session, principal.org_id, now=now)
     if agent_id is not None:
@@ -58,10 +60,10 @@ def _rules(session: Session, principal: Principal, *, agent_id: str | None, now:
 
 async def list_rules(request: Request, principal: Principal) -> BaseModel:
     agent_id = request.query_params.get("agent")
-    return await reading(request, _rules, principal, agent_id=agent_id, now=now_of(request))
+    return await reading(request, _rules_in_force, principal, agent_id=agent_id, now=now_of(request))
 
 
-def _add(session: Session, principal: Principal, asked: RuleCreate, *, now: datetime) -> RuleDocument:
+def _add_rule(session: Session, principal: Principal, asked: RuleCreate, *, now: datetime) -> RuleDocument:
     target = rule_target(session, principal, asked.scope, asked.scopeId)  # within the organisation
     rule = add_rule(
         session,
@@ -80,11 +82,11 @@ def _add(session: Session, principal: Principal, asked: RuleCreate, *, now: date
 async def create_rule(request: Request, principal: Principal) -> Response:
     """A new rule only ever restricts: it is made at once (201)."""
     asked = await body_of(request, RuleCreate)
-    document = await writing(request, _add, principal, asked, now=now_of(request))
+    document = await writing(request, _add_rule, principal, asked, now=now_of(request))
     return JSONResponse(document.model_dump(mode="json"), status_code=201, headers=NO_STORE)
 
 
-def _narrow(
+def _lower_rule(
     session: Session, principal: Principal, rule_id: str, limit: Decimal, *, now: datetime
 ) -> RuleDocument:
     rule = narrow_rule(session, principal, rule_id=rule_id, limit_usd=limit, now=now)
@@ -105,14 +107,14 @@ def ask_for_rule(
     return changes.ask(session, principal, kind=kind, subject_id=rule.id, change=change, now=now)
 
 
-async def change_rule(request: Request, principal: Principal) -> BaseModel | Response:
+async def change_rule_limit(request: Request, principal: Principal) -> BaseModel | Response:
     """A lower (or the same) limit is made at once; a higher one waits for a member's passkey."""
     asked = await body_of(request, RuleChange)
     rule_id = path(request, "rule_id")
     limit = limit_of(asked.limitUsd)
     assert limit is not None
     try:
-        return await writing(request, _narrow, principal, rule_id, limit, now=now_of(request))
+        return await writing(request, _lower_rule, principal, rule_id, limit, now=now_of(request))
     except SudoRequired:
         row = await writing(
             request,
@@ -126,7 +128,7 @@ async def change_rule(request: Request, principal: Principal) -> BaseModel | Res
         return confirmation_required(request, row)
 
 
-async def remove_rule(request: Request, principal: Principal) -> Response:
+async def ask_to_remove_rule(request: Request, principal: Principal) -> Response:
     """Removing a rule lets through what it stopped or held: it waits for a member's passkey."""
     row = await writing(
         request,
