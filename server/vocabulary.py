@@ -173,6 +173,8 @@ class PendingChangeKind(StrEnum):
     NEW_CREDENTIAL = "new_credential"  # an agent token for its MCP endpoint
     ROLE_CHANGE = "role_change"  # a member's role, upward
     INVITE = "invite"  # a new member, and their enrolment link
+    RULE_CHANGE = "rule_change"  # a limit rule's limit, upward
+    RULE_REMOVAL = "rule_removal"  # a rule no longer in force
 
 
 class PayToMode(StrEnum):

@@ -28,6 +28,7 @@ from sqlalchemy import (
     func,
     literal,
     literal_column,
+    or_,
     union_all,
 )
 from sqlmodel import col, select
@@ -89,6 +90,16 @@ class CatalogRepository(Repository[CatalogEntry]):
             stopped = col(CatalogEntry.suspended_at)
             statement = statement.where(stopped.is_not(None) if suspended else stopped.is_(None))
         return list(self._all(statement.order_by(col(CatalogEntry.host))))
+
+    def accepted_page(self, *, after: tuple[datetime, str] | None, limit: int) -> list[CatalogEntry]:
+        """Accepted entries (listed or suspended), oldest first, after the (created_at, id) given."""
+        created, entry_id = col(CatalogEntry.created_at), col(CatalogEntry.id)
+        statement = self._statement().where(col(CatalogEntry.accepted_at).is_not(None))
+        if after is not None:
+            statement = statement.where(
+                or_(created > after[0], and_(created == after[0], entry_id > after[1]))
+            )
+        return list(self._all(statement.order_by(created, entry_id).limit(limit)))
 
     def due_for_check(self, *, checked_before: datetime, limit: int) -> list[str]:
         """Entries not suspended whose last check is older than `checked_before` (or never was),

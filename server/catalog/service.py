@@ -387,6 +387,19 @@ def entries(
     return CatalogRepository(session).all_entries(candidates=candidates, suspended=suspended)
 
 
+def accepted_page(session: Session, *, after: tuple[datetime, str] | None, limit: int) -> list[Listing]:
+    """One page of the accepted entries (listed or suspended) with their offers, oldest first."""
+    return listings(session, CatalogRepository(session).accepted_page(after=after, limit=limit))
+
+
+def find_accepted(session: Session, entry_id: str) -> Listing:
+    """An accepted entry by id, with its offers; a candidate is not found."""
+    entry = CatalogRepository(session).by_id(entry_id) if len(entry_id) <= 40 else None
+    if entry is None or entry.accepted_at is None:
+        raise EntryNotFound()
+    return listing(session, entry)
+
+
 def find_listed(session: Session, host: str) -> CatalogEntry | None:
     """The entry for exactly `host`, if it is accepted and not suspended."""
     return CatalogRepository(session).listed(host)

@@ -141,6 +141,11 @@ class InsufficientFunds(PaywardenError):
     message = "The paying wallet holds less USDC than this payment on its network, so nothing was signed."
 
 
+class PaymentNotFound(PaywardenError):
+    code = "payment_not_found"
+    message = "There is no such payment in your organisation."
+
+
 class IllegalTransition(PaywardenError):
     """A state change the ledger does not allow: a bug, masked as internal_error to the agent."""
 

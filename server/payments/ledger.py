@@ -23,7 +23,7 @@ from server.kit.db import lock_org
 from server.kit.ids import new_id
 from server.kit.money import format_usd, usd_to_atomic
 from server.models import Agent, Approval, PaymentIntent
-from server.payments.errors import AgentDisabled, ApprovalMismatch, IllegalTransition
+from server.payments.errors import AgentDisabled, ApprovalMismatch, IllegalTransition, PaymentNotFound
 from server.payments.repository import IntentRepository, PaymentFilter
 from server.payments.states import SETTLED_STAYS, transition
 from server.payments.usage import context_for, usage_for
@@ -487,6 +487,14 @@ def payments_page(
 ) -> list[PaymentIntent]:
     """One page of the principal's payments, newest first (see IntentRepository.page)."""
     return list(IntentRepository(session).page(principal, only, after=after, limit=limit))
+
+
+def find_payment(session: Session, principal: Principal, intent_id: str) -> PaymentIntent:
+    """One payment the principal may read, by id."""
+    intent = IntentRepository(session).get_readable(principal, intent_id) if len(intent_id) <= 40 else None
+    if intent is None:
+        raise PaymentNotFound()
+    return intent
 
 
 def newest(

@@ -34,6 +34,7 @@ from server.policy.rules import (
     RuleTarget,
     clean_terms,
 )
+from server.policy.service import SudoRequired
 from server.vocabulary import RuleKind, RuleScope, RuleSource, RuleWindow
 
 # The functions that write rules; a static test checks which MCP tools can reach them.
@@ -274,6 +275,28 @@ def change_rule(
     _write(session, target=target, rule=updated, active=True, actor=principal.actor, now=now)
     _audit(session, target=target, rule=updated, change="changed", actor=principal.actor, now=now)
     return updated
+
+
+def rule_in_force(session: Session, principal: Principal, rule_id: str, *, now: datetime) -> tuple[Rule, str]:
+    """The rule in force with this id within the principal's reach, and the id of what it is for."""
+    row = RuleVersionRepository(session).get_readable(principal, rule_id) if len(rule_id) <= 40 else None
+    if row is None or not row.active or (row.expires_at is not None and row.expires_at <= now):
+        raise RuleNotFound()
+    return rule_from_row(row), row.scope_id
+
+
+def narrow_rule(
+    session: Session, principal: Principal, *, rule_id: str, limit_usd: Decimal, now: datetime
+) -> Rule:
+    """`change_rule`, only when the new limit is no higher than the one in force: a higher limit
+    widens what the rule lets through and raises SudoRequired (decided under the organisation's
+    lock, on the version in force)."""
+    row = _active_row(session, principal, rule_id)
+    if row.kind != RuleKind.LIMIT:
+        raise RuleRejected(RuleReason.LIMIT_ON_NON_LIMIT_RULE, ["limitUsd"])
+    if row.limit_atomic is not None and usd_to_atomic(limit_usd) > row.limit_atomic:
+        raise SudoRequired(widens=("limitUsd",))
+    return change_rule(session, principal, rule_id=rule_id, limit_usd=limit_usd, now=now)
 
 
 def remove_rule(session: Session, principal: Principal, *, rule_id: str, now: datetime) -> Rule:

@@ -1,5 +1,6 @@
 """Pending changes: what an admin token asks for that widens authority (a policy that raises a
-cap, adds an allowed host or drops a denied one; an agent token; a higher role) is not made at once.
+cap, adds an allowed host or drops a denied one; an agent token; a higher role; a new member; a
+rule's limit raised or a rule removed) is not made at once.
 
 `ask` stores the change exactly as asked, as canonical JSON with its SHA-256, for ten minutes. A
 member with the right role opens its confirmation page, reads it in words, and confirms with a
@@ -15,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any, Literal
 
 from sqlmodel import Session
@@ -31,6 +33,7 @@ from server.kit.crypto import MasterKey
 from server.kit.errors import PaywardenError
 from server.kit.ids import new_id
 from server.models import Member, PendingChange, StepUp
+from server.policy.rulebook import change_rule, remove_rule
 from server.policy.service import PolicySettings, update_policy
 from server.tenancy.repository import PendingChangeRepository
 from server.tenancy.service import create_member, find_member, find_org, get_agent, set_member_role
@@ -255,6 +258,13 @@ def _apply_change(session: Session, signed_in: SignedIn, row: PendingChange, *, 
             label=change.get("label"),
         )
         return issued.token
+    if row.kind == PendingChangeKind.RULE_CHANGE:
+        limit = Decimal(str(change["limitUsd"]))
+        change_rule(session, principal, rule_id=row.subject_id, limit_usd=limit, now=now)
+        return None
+    if row.kind == PendingChangeKind.RULE_REMOVAL:
+        remove_rule(session, principal, rule_id=row.subject_id, now=now)
+        return None
     if row.kind == PendingChangeKind.INVITE:
         created = create_member(
             session,

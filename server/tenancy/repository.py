@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from sqlalchemy import and_, bindparam, func, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import aliased
 from sqlmodel import col
 
@@ -49,6 +50,21 @@ class OrganizationRepository(TenantRepository[Organization]):
         return self.get_readable(reader, ref) or self._first(
             self.readable(reader).where(Organization.name == ref)
         )
+
+    def renamed(self, *, org_id: str, name: str) -> bool:
+        """Give the organisation another name in a savepoint; False, and nothing changed, when
+        another organisation has it."""
+        org = self.session.get(Organization, org_id)
+        assert org is not None
+        try:
+            with self.session.begin_nested():
+                org.name = name
+                self.session.add(org)
+                self.session.flush()
+        except IntegrityError:
+            self.session.refresh(org)
+            return False
+        return True
 
     def all_readable(self, reader: Reader) -> Sequence[Organization]:
         return self._all(self.readable(reader).order_by(col(Organization.created_at), col(Organization.id)))

@@ -115,6 +115,25 @@ def set_approval_ttl(session: Session, *, org: Organization, seconds: int, actor
     _org_changed(session, org, actor=actor, data={"approvalTtlSeconds": seconds}, now=now)
 
 
+def rename_org(session: Session, *, org: Organization, name: str, actor: str, now: datetime) -> None:
+    """Another name for the organisation (names are unique, as when it was created)."""
+    cleaned = _check_name(name)
+    if cleaned == org.name:
+        return
+    before = org.name
+    if not OrganizationRepository(session).renamed(org_id=org.id, name=cleaned):
+        raise NameTaken()
+    audit(
+        session,
+        org_id=org.id,
+        type="org.changed",
+        actor=actor,
+        subject_id=org.id,
+        data={"name": cleaned, "before": before},
+        now=now,
+    )
+
+
 def set_slack_webhook(
     session: Session,
     *,

@@ -290,3 +290,43 @@ def test_an_invitation_waits_and_its_enrolment_link_is_shown_once(
         assert "new.person@example.com" in newcomer.get("/admin").text
     again = call(server, "post", "/members", writer, body={"email": "new.person@example.com"})
     problem(again, 400, "name_taken")
+
+
+def test_a_raised_rule_limit_and_a_removed_rule_wait_for_the_passkey(
+    server: RunningServer, db: Database, owner: Person, writer: str
+) -> None:
+    org_id = owner.agent.org_id
+
+    def in_force() -> dict[str, dict[str, Any]]:
+        return {rule["id"]: rule for rule in call(server, "get", "/rules", writer).json()["rules"]}
+
+    added = call(
+        server,
+        "post",
+        "/rules",
+        writer,
+        body={"scope": "org", "scopeId": org_id, "kind": "limit", "limitUsd": "20", "window": "day"},
+    )
+    assert added.status_code == 201, added.text
+    rule_id = added.json()["id"]
+    raised = call(server, "patch", f"/rules/{rule_id}", writer, body={"limitUsd": "50"})
+    assert raised.status_code == 202, raised.text
+    assert in_force()[rule_id]["limitUsd"] == "20.00"
+    page = _page_path(raised)
+    text = owner.browser.get(page).text
+    assert f"Raise the limit of rule {rule_id}" in text
+    assert "Limit: 50.00 USD per day (now 20.00 USD)" in text
+    assert _confirm(owner.browser, page).status_code == 200
+    assert (in_force()[rule_id]["limitUsd"], in_force()[rule_id]["version"]) == ("50.00", 2)
+    changed = _events(db, "policy.rule_changed")[-1]
+    assert changed.actor == f"member:{owner.member_id}"
+
+    removing = call(server, "delete", f"/rules/{rule_id}", writer)
+    assert removing.status_code == 202, removing.text
+    assert rule_id in in_force()
+    page = _page_path(removing)
+    assert f"Remove rule {rule_id}" in owner.browser.get(page).text
+    assert _confirm(owner.browser, page).status_code == 200
+    assert rule_id not in in_force()
+    assert _events(db, "policy.rule_removed")[-1].actor == f"member:{owner.member_id}"
+    problem(call(server, "delete", f"/rules/{rule_id}", writer), 404, "rule_not_found")

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -22,8 +23,12 @@ from schemathesis.specs.openapi.checks import (
 
 from auth.scopes import Scope
 from auth.tokens import find_by_secret
+from server.catalog.service import add_entry
+from server.kit.clock import SystemClock
 from server.kit.db import Database
+from server.policy.rulebook import rules_of_org
 from tests.support.admin_api import admin_token
+from tests.support.ledger import facts, reserve_now
 from tests.support.paywarden import RunningServer, serve
 from tests.support.tenants import make_agent, make_member
 
@@ -40,15 +45,41 @@ class AdminApi:
 
 @pytest.fixture
 def admin_api(sqlite_db: Database) -> Iterator[AdminApi]:
-    """A server with one organisation that has an agent and a member, and an admin:write token."""
-    with serve(sqlite_db.url) as server:
+    """A server with one organisation that has an agent, a member, a rule and a payment, a seller
+    in the catalog, and an admin:write token."""
+    # Every operation's examples in one minute: more than the default rate limit lets through.
+    with serve(sqlite_db.url, extra={"PAYWARDEN_RATE_LIMIT_ADMIN_API": "100000"}) as server:
         setup = make_agent(sqlite_db, server.settings, allow_hosts=["api.example.com"])
         member = make_member(sqlite_db, setup.org_id, role="approver")
         with sqlite_db.read() as session:
             agent_token = find_by_secret(session, setup.token)
         assert agent_token is not None
         token = admin_token(sqlite_db, server, setup.org_id, frozenset({Scope.ADMIN_WRITE}))
-        ids = {"agent_id": setup.agent_id, "member_id": member, "token_id": agent_token.id}
+        now = SystemClock().now()
+        paid = reserve_now(sqlite_db, setup.agent_id, facts("fuzzed", host="api.example.com"), now).intent
+        assert paid is not None
+        with sqlite_db.write() as session:
+            (rule,) = rules_of_org(session, setup.org_id, now=now)
+            entry = add_entry(
+                session,
+                name="Fuzzed seller",
+                host="fuzzed.example.com",
+                url="https://fuzzed.example.com/x",
+                price_usd=Decimal("0.01"),
+                network="eip155:84532",
+                category="data",
+                pay_to=["0x" + "ef" * 20],
+                actor="test",
+                now=now,
+            )
+        ids = {
+            "agent_id": setup.agent_id,
+            "member_id": member,
+            "token_id": agent_token.id,
+            "rule_id": rule[0].id,
+            "payment_id": paid.id,
+            "entry_id": entry.id,
+        }
         yield AdminApi(server, token, ids)
 
 

@@ -1,14 +1,18 @@
 """Every route of the admin API, driven from its table: a token of another organisation sees
 nothing of the first and changes nothing of it. A new route joins this test by being in the table;
-a route whose path parameter or body this test does not know fails it until it is taught."""
+a route whose path parameter or body this test does not know fails it until it is taught. The
+catalog is the server's, the same for every organisation: its entry is read by anyone."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any
 
 import pytest
 
 from auth.scopes import Scope
+from server.catalog.service import add_entry
 from server.kit.clock import SystemClock
 from server.kit.db import Database
 from server.vocabulary import Role
@@ -19,12 +23,27 @@ from tests.support.paywarden import RunningServer, serve
 from tests.support.tenants import make_agent, make_member, make_team
 
 # A valid body for each body model, so a refusal is about the organisation, not the body.
-BODIES = {
+BODIES: dict[str, dict[str, Any]] = {
     "PolicyNarrowing": {"dailyCapUsd": "0.50"},
     "RoleChange": {"role": "viewer"},
     "MemberInvite": {"email": "newcomer@example.com", "role": "viewer"},
     "TokenIssue": {"scopes": ["payments:read"]},
+    "AgentCreate": {"name": "intruders-own", "network": "eip155:84532"},
+    "OrganizationChange": {"approvalTtlSeconds": 600, "name": "intruders-renamed"},
+    "RuleCreate": {"scope": "agent", "scopeId": "{agent_id}", "kind": "hold", "host": "b.example.com"},
+    "RuleChange": {"limitUsd": "0.01"},
 }
+# Operations whose body names the first organisation's agent: refused as not found.
+NAMES_THE_FIRST = {"createRule"}
+# The server's own catalog: the same for every organisation.
+SHARED = {"getCatalogEntry"}
+
+
+def _body(template: dict[str, Any], ids: dict[str, str]) -> dict[str, Any]:
+    return {
+        key: ids[value[1:-1]] if isinstance(value, str) and value[1:-1] in ids else value
+        for key, value in template.items()
+    }
 
 
 @pytest.fixture
@@ -41,9 +60,25 @@ def test_another_organisations_token_sees_and_changes_nothing(server: RunningSer
     make_team(db, mine.org_id, "hidden-team")
     held = reserve_now(db, mine.agent_id, facts("hidden", host="api.example.com"), SystemClock().now())
     assert held.approval is not None
+    assert held.intent is not None
     grant_id = make_connection(db, server, mine.agent_id, name="hidden-robot")
     mine_writer = admin_token(db, server, mine.org_id, frozenset({Scope.ADMIN_WRITE}))
     token_id = call(server, "get", f"/agents/{mine.agent_id}/tokens", mine_writer).json()["tokens"][0]["id"]
+    limit = {"scope": "agent", "scopeId": mine.agent_id, "kind": "limit", "limitUsd": "3", "window": "day"}
+    rule_id = call(server, "post", "/rules", mine_writer, body=limit).json()["id"]
+    with db.write() as session:
+        entry_id = add_entry(
+            session,
+            name="Shared seller",
+            host="shared.example.com",
+            url="https://shared.example.com/x",
+            price_usd=Decimal("0.01"),
+            network="eip155:84532",
+            category="data",
+            pay_to=["0x" + "cd" * 20],
+            actor="test",
+            now=SystemClock().now(),
+        ).id
     asked = call(server, "post", f"/agents/{mine.agent_id}/tokens", mine_writer, body=BODIES["TokenIssue"])
     change_id = asked.json()["changeId"]
     theirs = make_agent(db, server.settings, allow_hosts=["api.example.com"], name="their-agent")
@@ -57,6 +92,9 @@ def test_another_organisations_token_sees_and_changes_nothing(server: RunningSer
         "connection_id": grant_id,
         "approval_id": held.approval.id,
         "change_id": change_id,
+        "rule_id": rule_id,
+        "payment_id": held.intent.id,
+        "entry_id": entry_id,
     }
     secrets = [
         mine.agent_id,
@@ -65,6 +103,8 @@ def test_another_organisations_token_sees_and_changes_nothing(server: RunningSer
         grant_id,
         held.approval.id,
         change_id,
+        rule_id,
+        held.intent.id,
         "secret-agent",
         "hidden-owner",
         "hidden-team",
@@ -80,12 +120,14 @@ def test_another_organisations_token_sees_and_changes_nothing(server: RunningSer
         body = None
         if operation.body is not None:
             assert operation.body.__name__ in BODIES, f"teach this test a body for {operation.operation_id}"
-            body = BODIES[operation.body.__name__]
+            body = _body(BODIES[operation.body.__name__], ids)
         query = {"agent": mine.agent_id} if any(p.name == "agent" for p in operation.parameters) else {}
         where = f"{operation.method.upper()} {operation.path}"
 
         answer = call(server, operation.method, path, intruder, body=body)
-        if "{" in operation.path:
+        if operation.operation_id in SHARED:
+            assert answer.status_code == 200, f"{where}: {answer.text}"
+        elif "{" in operation.path or operation.operation_id in NAMES_THE_FIRST:
             assert answer.status_code in {403, 404}, f"{where}: {answer.status_code} {answer.text}"
         else:  # its own organisation's (an invitation waits there for its own members' passkeys)
             assert answer.status_code == operation.status, f"{where}: {answer.text}"
@@ -106,5 +148,8 @@ def _state_paths(agent_id: str) -> list[str]:
         "/teams",
         f"/agents/{agent_id}/tokens",
         f"/agents/{agent_id}/policy",
+        f"/agents/{agent_id}/wallet",
         "/payments",
+        "/rules",
+        "/organization",
     ]

@@ -9,7 +9,11 @@ import pytest
 
 from auth.scopes import AGENT_SCOPES, Scope, ScopeError, admin_allows, parse_scopes
 from auth.tokens import TokenNotFound
+from server.catalog.errors import EntryNotFound
 from server.kit.db import Database
+from server.payments.errors import PaymentNotFound
+from server.policy.rulebook import RuleNotFound, RuleRejected, ScopeNotFound
+from server.policy.rules import RuleReason
 from server.policy.service import InvalidPolicy, PolicyNotFound, SudoRequired
 from server.tenancy.service import AgentNotFound, LastOwner
 from server.web.api.parts import status_of
@@ -59,14 +63,46 @@ def test_a_read_token_reads_but_is_refused_a_change(server: RunningServer, db: D
     assert enabled.json()["disabled"] is False
 
 
+def test_every_route_reads_with_admin_read_and_changes_only_with_admin_write(
+    server: RunningServer, db: Database
+) -> None:
+    agent = make_agent(db, server.settings, allow_hosts=["api.example.com"], name="tabled")
+    reader = admin_token(db, server, agent.org_id, frozenset({Scope.ADMIN_READ}))
+    state = ("/agents", f"/agents/{agent.agent_id}/policy", "/rules", "/organization")
+    before = [call(server, "get", path, reader).json() for path in state]
+    for operation in OPERATIONS:
+        path = operation.path.replace("{agent_id}", agent.agent_id)
+        for parameter in operation.parameters:
+            path = path.replace("{" + parameter.name + "}", "x_missing")
+        answer = call(server, operation.method, path, reader, body={})
+        where = f"{operation.method.upper()} {operation.path}"
+        if operation.writes:
+            refused = problem(answer, 403, "insufficient_scope")
+            assert "admin:write" in refused["detail"], where
+        else:
+            assert answer.status_code not in {401, 403}, f"{where}: {answer.text}"
+    after = [call(server, "get", path, reader).json() for path in state]
+    assert after == before  # nothing a read token sent changed anything
+
+
 def test_an_agent_token_is_refused_on_every_route(server: RunningServer, db: Database) -> None:
     agent = make_agent(db, server.settings, allow_hosts=["api.example.com"], name="agentic")
     # Even an agent token made for this API's audience, with every scope an agent may hold.
     aimed = admin_token(db, server, agent.org_id, AGENT_SCOPES, agent_id=agent.agent_id)
     for operation in OPERATIONS:
         path = operation.path.replace("{agent_id}", agent.agent_id)
-        for segment in ("{member_id}", "{token_id}", "{connection_id}", "{approval_id}"):
+        for segment in (
+            "{member_id}",
+            "{token_id}",
+            "{connection_id}",
+            "{approval_id}",
+            "{change_id}",
+            "{rule_id}",
+            "{payment_id}",
+            "{entry_id}",
+        ):
             path = path.replace(segment, "x_missing")
+        assert "{" not in path, f"teach this test the path parameter of {operation.path}"
         problem(call(server, operation.method, path, agent.token, body={}), 401, "invalid_token")
         problem(call(server, operation.method, path, aimed, body={}), 403, "insufficient_scope")
     assert (
@@ -86,4 +122,9 @@ def test_each_service_error_answers_the_status_its_code_means() -> None:
     assert status_of(SudoRequired(widens=("dailyCapUsd",))) == 403
     assert status_of(LastOwner()) == 409
     assert status_of(InvalidPolicy(reason="daily-cap: not a number")) == 400
+    assert status_of(RuleNotFound()) == 404
+    assert status_of(ScopeNotFound()) == 404
+    assert status_of(PaymentNotFound()) == 404
+    assert status_of(EntryNotFound()) == 404
+    assert status_of(RuleRejected(RuleReason.INVALID_LIMIT, ["limitUsd"])) == 400
     assert status_of(PolicyNotFound()) == 503  # the server's side: retrying may help

@@ -6,16 +6,30 @@ from __future__ import annotations
 from starlette.routing import BaseRoute, Route
 
 from server.vocabulary import ApprovalStatus, IntentStatus
-from server.web.api import confirmations, handlers, openapi, oversight, people, records, tokens
+from server.web.api import (
+    confirmations,
+    handlers,
+    inventory,
+    openapi,
+    organization,
+    oversight,
+    people,
+    records,
+    rules,
+    tokens,
+)
 from server.web.api.openapi import Operation, Parameter
 from server.web.api.parts import DEFAULT_PAGE, MAX_PAGE, Handler, endpoint
 from server.web.api.schemas import (
+    AgentCreate,
     AgentDocument,
     AgentList,
     ApprovalDocument,
     ApprovalList,
     AuditEventPage,
     AuditVerification,
+    CatalogEntryDocument,
+    CatalogPage,
     ChangeDocument,
     ConfirmationRequired,
     ConnectionDocument,
@@ -23,15 +37,23 @@ from server.web.api.schemas import (
     MemberDocument,
     MemberInvite,
     MemberList,
+    OrganizationChange,
+    OrganizationDocument,
+    PaymentDocument,
     PaymentExport,
     PaymentPage,
     PolicyDocument,
     PolicyNarrowing,
     RoleChange,
+    RuleChange,
+    RuleCreate,
+    RuleDocument,
+    RuleList,
     TeamList,
     TokenDocument,
     TokenIssue,
     TokenList,
+    WalletDocument,
 )
 
 PREFIX = "/api/v1"
@@ -41,6 +63,9 @@ MEMBER_ID = Parameter("member_id", "path", {"type": "string"}, "The member's id 
 CONNECTION_ID = Parameter("connection_id", "path", {"type": "string"}, "The connection's (grant's) id.")
 APPROVAL_ID = Parameter("approval_id", "path", {"type": "string"}, "The approval's id.")
 CHANGE_ID = Parameter("change_id", "path", {"type": "string"}, "The pending change's id (chg_...).")
+RULE_ID = Parameter("rule_id", "path", {"type": "string"}, "The rule's id.")
+PAYMENT_ID = Parameter("payment_id", "path", {"type": "string"}, "The payment's id.")
+ENTRY_ID = Parameter("entry_id", "path", {"type": "string"}, "The catalog entry's id.")
 TOKEN_ID = Parameter("token_id", "path", {"type": "string"}, "The token's id (tok_...).")
 CURSOR = Parameter("cursor", "query", {"type": "string"}, "The `nextCursor` of the page before.")
 LIMIT = Parameter(
@@ -61,6 +86,20 @@ _TABLE: tuple[tuple[Operation, Handler], ...] = (
     (
         Operation("/agents", "listAgents", "The organisation's agents, oldest first.", AgentList),
         handlers.list_agents,
+    ),
+    (
+        Operation(
+            "/agents",
+            "createAgent",
+            "Create an agent on a network. Its first policy allows no host (add them with the policy "
+            "change, which waits for a passkey) and it has the default weekly limit rule.",
+            AgentDocument,
+            not_found=True,
+            method="post",
+            body=AgentCreate,
+            status=201,
+        ),
+        inventory.create_agent_route,
     ),
     (
         Operation(
@@ -127,6 +166,18 @@ _TABLE: tuple[tuple[Operation, Handler], ...] = (
     ),
     (
         Operation(
+            "/agents/{agent_id}/wallet",
+            "getAgentWallet",
+            "The agent's wallet: address, how it signs, and its USDC balance read from the chain now "
+            "(null, with `balanceError`, when it cannot be read in time). Its key never comes back.",
+            WalletDocument,
+            (AGENT_ID,),
+            not_found=True,
+        ),
+        inventory.show_wallet,
+    ),
+    (
+        Operation(
             "/agents/{agent_id}/tokens",
             "listAgentTokens",
             "The agent's tokens that still work, newest first; never a secret.",
@@ -162,6 +213,82 @@ _TABLE: tuple[tuple[Operation, Handler], ...] = (
             method="delete",
         ),
         tokens.revoke_agent_token,
+    ),
+    (
+        Operation(
+            "/organization",
+            "getOrganization",
+            "The organisation's settings: name, approval wait, and its Slack webhook, masked.",
+            OrganizationDocument,
+        ),
+        organization.show_organization,
+    ),
+    (
+        Operation(
+            "/organization",
+            "changeOrganization",
+            "Change the organisation's settings: name, how long held payments wait, and the Slack "
+            "webhook (an https URL on hooks.slack.com, or null to remove it; shown masked only).",
+            OrganizationDocument,
+            method="patch",
+            body=OrganizationChange,
+        ),
+        organization.change_organization,
+    ),
+    (
+        Operation(
+            "/rules",
+            "listRules",
+            "The organisation's rules in force, oldest first; with `agent`, those that apply to it "
+            "(its own, its team's, its member's and the organisation's).",
+            RuleList,
+            (BY_AGENT,),
+            not_found=True,
+        ),
+        rules.list_rules,
+    ),
+    (
+        Operation(
+            "/rules",
+            "createRule",
+            "Add a limit, deny or hold rule for an agent, team, member or the organisation. Rules only "
+            "restrict, so it is made at once.",
+            RuleDocument,
+            not_found=True,
+            method="post",
+            body=RuleCreate,
+            status=201,
+        ),
+        rules.create_rule,
+    ),
+    (
+        Operation(
+            "/rules/{rule_id}",
+            "changeRule",
+            "Change a limit rule's limit (a new version of the rule). A lower limit is made at once; "
+            "a higher one answers 202 and waits for a member's passkey.",
+            RuleDocument,
+            (RULE_ID,),
+            not_found=True,
+            method="patch",
+            body=RuleChange,
+            confirms=True,
+        ),
+        rules.change_rule_limit,
+    ),
+    (
+        Operation(
+            "/rules/{rule_id}",
+            "removeRule",
+            "Ask to remove a rule: it lets through what the rule stopped or held, so it waits for a "
+            "member's passkey (202) and is removed only then.",
+            ConfirmationRequired,
+            (RULE_ID,),
+            not_found=True,
+            method="delete",
+            status=202,
+        ),
+        rules.ask_to_remove_rule,
     ),
     (
         Operation("/members", "listMembers", "The organisation's members, oldest first.", MemberList),
@@ -319,6 +446,39 @@ _TABLE: tuple[tuple[Operation, Handler], ...] = (
             csv=True,
         ),
         records.export_payments,
+    ),
+    (  # after /payments/export, which the router would otherwise take for a payment's id
+        Operation(
+            "/payments/{payment_id}",
+            "getPayment",
+            "One payment of the organisation.",
+            PaymentDocument,
+            (PAYMENT_ID,),
+            not_found=True,
+        ),
+        inventory.show_payment,
+    ),
+    (
+        Operation(
+            "/catalog",
+            "listCatalog",
+            "The server's catalog of sellers (the same for every organisation), oldest first, a page "
+            "at a time: listed and suspended entries with their prices.",
+            CatalogPage,
+            (CURSOR, LIMIT),
+        ),
+        inventory.list_catalog,
+    ),
+    (
+        Operation(
+            "/catalog/{entry_id}",
+            "getCatalogEntry",
+            "One seller of the catalog, with its prices.",
+            CatalogEntryDocument,
+            (ENTRY_ID,),
+            not_found=True,
+        ),
+        inventory.show_catalog_entry,
     ),
     (
         Operation(

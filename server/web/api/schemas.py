@@ -10,9 +10,22 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from auth.scopes import AGENT_SCOPES
 from auth.tokens import DEFAULT_TTL_SECONDS, MAX_TTL_SECONDS, MIN_TTL_SECONDS
+from server.approvals.notifications import MAX_WEBHOOK_URL
 from server.kit.money import format_usd
-from server.models import AccessToken, Agent, AuditEvent, Member, PaymentIntent, Team
-from server.vocabulary import Role
+from server.models import (
+    AccessToken,
+    Agent,
+    AuditEvent,
+    CatalogEntry,
+    CatalogOffer,
+    Member,
+    Organization,
+    PaymentIntent,
+    Team,
+    Wallet,
+)
+from server.policy.rules import Rule
+from server.vocabulary import SUPPORTED_NETWORKS, Role, RuleKind, RuleScope, RuleWindow, WalletMode
 
 # The scopes an agent token may carry, spelled out so the OpenAPI document lists them.
 AgentScope = Literal["catalog:read", "payments:read", "payments:write", "rules:propose"]
@@ -170,8 +183,8 @@ class ChangeDocument(Document):
     """A change an admin token asked for, and whether a member confirmed it."""
 
     id: str
-    kind: Literal["policy", "new_credential", "role_change", "invite"]
-    subjectId: str = Field(description="The agent or member the change is about.")
+    kind: Literal["policy", "new_credential", "role_change", "invite", "rule_change", "rule_removal"]
+    subjectId: str = Field(description="The agent, member, organisation or rule the change is about.")
     status: Literal["pending", "confirmed", "expired"]
     askedBy: str
     confirmedBy: str | None
@@ -326,3 +339,188 @@ class ProblemDocument(Document):
     status: int
     detail: str
     code: str
+
+
+# The networks an agent may pay on, spelled out so the OpenAPI document lists them.
+Network = Literal["eip155:8453", "eip155:84532"]
+assert set(get_args(Network)) == set(SUPPORTED_NETWORKS)
+
+
+class AgentCreate(Document):
+    name: str = Field(min_length=1, max_length=120, description="Unique in the organisation.")
+    network: Network = Field(description="The CAIP-2 network the agent pays on.")
+    teamId: str | None = Field(
+        default=None, max_length=40, description="Its team: the team's rules apply too."
+    )
+    memberId: str | None = Field(default=None, max_length=40, description="The member it belongs to.")
+
+
+class OrganizationDocument(Document):
+    id: str
+    name: str
+    approvalTtlSeconds: int = Field(description="How long a held payment waits for a decision.")
+    slackWebhook: str | None = Field(
+        description="The Slack webhook approvals are announced to, masked (never returned whole); "
+        "null when none is set."
+    )
+    createdAt: datetime
+
+    @classmethod
+    def of(cls, org: Organization) -> OrganizationDocument:
+        return cls(
+            id=org.id,
+            name=org.name,
+            approvalTtlSeconds=org.approval_ttl_seconds,
+            slackWebhook=org.slack_webhook_masked,
+            createdAt=org.created_at,
+        )
+
+
+class OrganizationChange(Document):
+    """Settings to change; each left out stays as it is."""
+
+    name: str | None = Field(default=None, min_length=1, max_length=120)
+    approvalTtlSeconds: int | None = Field(
+        default=None, description="300 (5 minutes) to 86400 (24 hours), as the settings page offers."
+    )
+    slackWebhookUrl: str | None = Field(
+        default=None,
+        max_length=MAX_WEBHOOK_URL,
+        description="An https URL on hooks.slack.com; `null` removes the webhook. Never shown again.",
+    )
+
+
+class RuleDocument(Document):
+    id: str
+    version: int = Field(description="Each change writes the rule's next version.")
+    scope: RuleScope
+    scopeId: str = Field(description="The agent, team, member or organisation it is for.")
+    kind: RuleKind
+    host: str | None
+    pathPrefix: str | None
+    limitUsd: str | None = Field(description="For a limit: USD per window.")
+    window: RuleWindow | None
+    source: str = Field(description="Who made it: admin, default, or chat (an agent's proposal).")
+    expiresAt: datetime | None
+
+    @classmethod
+    def of(cls, rule: Rule, scope_id: str) -> RuleDocument:
+        return cls(
+            id=rule.id,
+            version=rule.version,
+            scope=rule.scope,
+            scopeId=scope_id,
+            kind=rule.kind,
+            host=rule.host,
+            pathPrefix=rule.path_prefix,
+            limitUsd=None if rule.limit_atomic is None else format_usd(rule.limit_atomic, atomic=True),
+            window=rule.window,
+            source=str(rule.source),
+            expiresAt=rule.expires_at,
+        )
+
+
+class RuleList(Document):
+    rules: list[RuleDocument] = Field(description="The rules in force, oldest first.")
+
+
+class RuleCreate(Document):
+    scope: RuleScope
+    scopeId: str = Field(min_length=1, max_length=120, description="The agent, team, member or organisation.")
+    kind: RuleKind
+    host: str | None = Field(
+        default=None, max_length=255, description="Only payments to this host (or *.domain)."
+    )
+    pathPrefix: str | None = Field(default=None, max_length=512, description="Only paths starting with this.")
+    limitUsd: str | None = Field(default=None, max_length=20, description="For a limit: USD per window.")
+    window: RuleWindow | None = Field(default=None, description="For a limit (default day).")
+
+
+class RuleChange(Document):
+    limitUsd: str = Field(max_length=20, description="The limit rule's new limit, USD per window.")
+
+
+BalanceError = Literal["no_wallet", "chain_unavailable", "timeout"]
+
+
+class WalletDocument(Document):
+    agentId: str
+    network: str
+    address: str | None = Field(description="The wallet's address; null when the agent has none.")
+    mode: WalletMode | None = Field(description="How it signs; its key never leaves the server.")
+    balanceUsd: str | None = Field(
+        description="Its USDC balance read from the chain now; null when unreadable."
+    )
+    balanceAtomic: int | None
+    balanceError: BalanceError | None = Field(
+        description="Why there is no balance: no wallet, no answer from the chain, or none in time."
+    )
+
+    @classmethod
+    def of(
+        cls, agent: Agent, wallet: Wallet | None, balance: int | None, error: BalanceError | None
+    ) -> WalletDocument:
+        return cls(
+            agentId=agent.id,
+            network=agent.network,
+            address=None if wallet is None else wallet.address,
+            mode=None if wallet is None else wallet.mode,
+            balanceUsd=None if balance is None else format_usd(balance, atomic=True),
+            balanceAtomic=balance,
+            balanceError=error,
+        )
+
+
+class CatalogOfferDocument(Document):
+    network: str
+    amountAtomic: int
+    amountUsd: str
+    payTo: str | None = Field(description="The address the last verification saw; null until verified.")
+
+    @classmethod
+    def of(cls, offer: CatalogOffer) -> CatalogOfferDocument:
+        return cls(
+            network=offer.network,
+            amountAtomic=offer.amount_atomic,
+            amountUsd=format_usd(offer.amount_atomic, atomic=True),
+            payTo=offer.pay_to,
+        )
+
+
+class CatalogEntryDocument(Document):
+    id: str
+    host: str
+    name: str
+    url: str = Field(description="The example request the catalog verifies.")
+    method: str
+    category: str
+    summary: str
+    status: Literal["listed", "suspended"]
+    payToMode: str = Field(description="pinned (known payees) or rotating.")
+    pinnedPayTo: list[str]
+    offers: list[CatalogOfferDocument]
+    verifiedAt: datetime | None
+    createdAt: datetime
+
+    @classmethod
+    def of(cls, entry: CatalogEntry, offers: tuple[CatalogOffer, ...]) -> CatalogEntryDocument:
+        return cls(
+            id=entry.id,
+            host=entry.host,
+            name=entry.name,
+            url=entry.url,
+            method=entry.method,
+            category=entry.category,
+            summary=entry.summary,
+            status="suspended" if entry.suspended_at is not None else "listed",
+            payToMode=str(entry.pay_to_mode),
+            pinnedPayTo=list(entry.pinned_pay_to),
+            offers=[CatalogOfferDocument.of(offer) for offer in offers],
+            verifiedAt=entry.verified_at,
+            createdAt=entry.created_at,
+        )
+
+
+class CatalogPage(Document):
+    entries: list[CatalogEntryDocument]
+    nextCursor: str | None = Field(description="Pass as `cursor` for the next page; null on the last.")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlmodel import Session
 from starlette.responses import Response
@@ -19,7 +20,9 @@ from auth import step_up
 from auth.scopes import scope_words
 from auth.sessions import SignedIn
 from server.kit.crypto import MasterKey
+from server.kit.money import format_usd
 from server.models import PendingChange
+from server.policy.rulebook import RuleNotFound, rule_in_force
 from server.tenancy import changes
 from server.tenancy.service import agent_with_policy, find_member
 from server.vocabulary import PendingChangeKind
@@ -54,7 +57,9 @@ def _lifetime(seconds: int) -> str:
     return f"{hours / 24:g} days" if hours >= 48 else f"{hours:g} hours"
 
 
-def _words(session: Session, signed_in: SignedIn, row: PendingChange) -> tuple[str, list[str]]:
+def _words(
+    session: Session, signed_in: SignedIn, row: PendingChange, *, now: datetime
+) -> tuple[str, list[str]]:
     principal = signed_in.principal
     change = changes.change_of(row)
     if row.kind == PendingChangeKind.POLICY:
@@ -88,6 +93,8 @@ def _words(session: Session, signed_in: SignedIn, row: PendingChange) -> tuple[s
                 f"They get a one-time link to create their passkey, usable for {_lifetime(hours * 3600)}",
             ],
         )
+    if row.kind in (PendingChangeKind.RULE_CHANGE, PendingChangeKind.RULE_REMOVAL):
+        return _rule_words(session, signed_in, row, change, now=now)
     member = find_member(session, principal, row.subject_id, org_id=row.org_id)
     return (
         f"Give {member.email} the role {change['role']}",
@@ -95,12 +102,34 @@ def _words(session: Session, signed_in: SignedIn, row: PendingChange) -> tuple[s
     )
 
 
+def _rule_words(
+    session: Session, signed_in: SignedIn, row: PendingChange, change: dict[str, Any], *, now: datetime
+) -> tuple[str, list[str]]:
+    """A rule's raised limit or its removal, said with the rule as it stands now."""
+    try:
+        rule, scope_id = rule_in_force(session, signed_in.principal, row.subject_id, now=now)
+    except RuleNotFound:
+        return f"Rule {row.subject_id}", ["The rule is no longer in force: confirming changes nothing."]
+    terms = [f"Kind: {rule.kind}", f"For: {rule.scope} {scope_id}"]
+    if rule.host is not None:
+        terms.append(f"Host: {rule.host}")
+    if rule.path_prefix is not None:
+        terms.append(f"Path prefix: {rule.path_prefix}")
+    now_limit = None if rule.limit_atomic is None else format_usd(rule.limit_atomic, atomic=True)
+    if row.kind == PendingChangeKind.RULE_CHANGE:
+        terms.append(f"Limit: {change['limitUsd']} USD per {rule.window} (now {now_limit} USD)")
+        return f"Raise the limit of rule {rule.id}", terms
+    if now_limit is not None:
+        terms.append(f"Limit now: {now_limit} USD per {rule.window}")
+    return f"Remove rule {rule.id}: what it stopped or held is no longer stopped by it", terms
+
+
 def _view(
     session: Session, signed_in: SignedIn, change_id: str, *, now: datetime, master: MasterKey
 ) -> tuple[ChangeView, str | None]:
     """The change as the page says it, and (once) the token its confirmation made."""
     row = changes.find_change(session, signed_in.principal, change_id)
-    heading, lines = _words(session, signed_in, row)
+    heading, lines = _words(session, signed_in, row, now=now)
     status = (
         "confirmed" if row.confirmed_at is not None else "expired" if row.expires_at <= now else "pending"
     )
