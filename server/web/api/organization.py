@@ -55,7 +55,9 @@ def _change(
         url = webhook if isinstance(webhook, str) else None
         sealed = None if url is None else seal_webhook(master, org_id=org.id, url=url)
         masked = None if url is None else mask_webhook(url)
-        set_slack_webhook(session, org=org, sealed=sealed, masked=masked, actor=actor, now=now)
+        set_slack_webhook(
+            session, org=org, sealed=sealed, masked=masked, key_id=master.key_id, actor=actor, now=now
+        )
     return OrganizationDocument.of(org)
 
 
