@@ -1,0 +1,31 @@
+"""What the rest of Paywarden may ask of a sealed wallet key: seal one, or get a signer for it.
+Neither hands the key's plaintext back."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from server.kit.clock import Clock
+from server.kit.crypto import MasterKey, SealError
+from server.signers.errors import SignerError
+from server.signers.key_material import seal_wallet_key, unseal_wallet_key
+from server.signers.local_key import LocalKeySigner
+
+
+def seal_local_key(master: MasterKey, *, wallet_id: str, private_key: bytes) -> bytes:
+    return seal_wallet_key(master, wallet_id=wallet_id, private_key=private_key)
+
+
+def local_key_signer(
+    master: MasterKey,
+    *,
+    wallet_id: str,
+    sealed: bytes,
+    usdc_by_network: Mapping[str, str],
+    clock: Clock,
+) -> LocalKeySigner:
+    try:
+        private_key = unseal_wallet_key(master, wallet_id=wallet_id, sealed=sealed)
+    except SealError as exc:
+        raise SignerError("the wallet key does not open with this master key") from exc
+    return LocalKeySigner(private_key, usdc_by_network=usdc_by_network, clock=clock)
