@@ -1,5 +1,5 @@
-"""What the rest of Paywarden may ask of a sealed wallet key: seal one, or get a signer for it.
-Neither hands the key's plaintext back."""
+"""What the rest of Paywarden may ask of a sealed wallet key: seal one, check that the master key
+opens one, or get a signer for it. None of these hands the key's plaintext back."""
 
 from __future__ import annotations
 
@@ -14,6 +14,15 @@ from server.signers.local_key import LocalKeySigner
 
 def seal_local_key(master: MasterKey, *, wallet_id: str, private_key: bytes) -> bytes:
     return seal_wallet_key(master, wallet_id=wallet_id, private_key=private_key)
+
+
+def opens_wallet_key(master: MasterKey, *, wallet_id: str, sealed: bytes) -> bool:
+    """Whether `master` opens this wallet's sealed key (the key itself is dropped at once)."""
+    try:
+        unseal_wallet_key(master, wallet_id=wallet_id, sealed=sealed)
+    except SealError:
+        return False
+    return True
 
 
 def local_key_signer(

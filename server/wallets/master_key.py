@@ -20,13 +20,13 @@ from server.kit.crypto import (
     MasterKey,
     MasterKeyError,
     MasterKeyMissing,
-    SealError,
     load_or_create_master_key_file,
 )
 from server.kit.db import Database
 from server.kit.migrations import has_table
 from server.models import MasterKeyCheck
 from server.settings import Settings
+from server.signers.loading import opens_wallet_key
 from server.wallets.repository import MasterKeyCheckRepository
 
 
@@ -63,11 +63,12 @@ def check_master_key(
     stored = checks.stored() if with_check else None
     if stored is None:
         wallet = checks.any_sealed_wallet()
-        if wallet is not None and wallet.sealed_secret is not None:
-            try:
-                master.open(wallet.sealed_secret, context=f"wallet:{wallet.id}")
-            except SealError:
-                raise mismatch(name) from None
+        if (
+            wallet is not None
+            and wallet.sealed_secret is not None
+            and not opens_wallet_key(master, wallet_id=wallet.id, sealed=wallet.sealed_secret)
+        ):
+            raise mismatch(name)
         if not with_check:
             return
         if checks.add_unique(MasterKeyCheck(id=1, check_value=master.check_value(), created_at=now)):
