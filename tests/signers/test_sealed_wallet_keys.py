@@ -4,13 +4,10 @@ master key by opening one, and the signer loaded for the wallet signs with that 
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import pytest
 from eth_account import Account
 from sqlmodel import delete, select
 
-from server.kit.clock import FrozenClock
 from server.kit.crypto import MasterKey, SealError
 from server.kit.db import Database
 from server.models import MasterKeyCheck, Wallet
@@ -18,11 +15,12 @@ from server.settings import Settings
 from server.signers.key_material import wallet_context
 from server.wallets.master_key import MasterKeyMismatch, check_master_key
 from server.wallets.service import signer_for
+from tests.support.clocks import frozen_clock, written
 from tests.support.paywarden import TEST_MASTER_KEY, settings_for
 from tests.support.tenants import make_agent
 
 KEY = "0x4c0883a69102937d6231471b5dbb6204fe5129617082792ae468d01a3f362318"
-NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
+NOW = written(2026, 12, 4, 12)
 
 
 def _settings(db: Database) -> Settings:
@@ -42,7 +40,7 @@ def test_an_imported_key_is_sealed_for_its_wallet_and_opens_only_in_the_signer(d
 
     with pytest.raises(SealError):
         master.open(wallet.sealed_secret, context=wallet_context(wallet.id))
-    signer = signer_for(wallet, master, usdc_by_network=_settings(db).assets, clock=FrozenClock(NOW))
+    signer = signer_for(wallet, master, usdc_by_network=_settings(db).assets, clock=frozen_clock(NOW))
     assert signer.address == Account.from_key(KEY).address == wallet.address
 
 

@@ -4,19 +4,18 @@ exactly as the intent says, and refuses anything else with `sign_refused` and it
 from __future__ import annotations
 
 import dataclasses
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from eth_account import Account
 from eth_account.messages import encode_typed_data
 
-from server.kit.clock import FrozenClock
 from server.signers.base import PaymentSigner
 from server.signers.errors import RefusalReason, SignRefused
 from server.signers.intents import AuthorisedIntent, TransferRequest
 from server.signers.local_key import LocalKeySigner
 from server.x402.transfer_authorization import derive_nonce
+from tests.support.clocks import frozen_clock, written
 
 pytestmark = pytest.mark.anyio
 
@@ -27,7 +26,7 @@ USDC = "0x036CbD53842c5426634e7929541eC2318f3dCF7e"
 OTHER_TOKEN = "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
 PAYEE = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C"
 OTHER_PAYEE = "0x1111111111111111111111111111111111111111"
-NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
+NOW = written(2026, 12, 4, 12)
 NOW_UNIX = int(NOW.timestamp())
 ASSETS = {NETWORK: USDC, "eip155:8453": OTHER_TOKEN}
 
@@ -64,7 +63,7 @@ class CountingSigner(LocalKeySigner):
 
 
 def _signer() -> CountingSigner:
-    return CountingSigner(KEY, usdc_by_network=ASSETS, clock=FrozenClock(NOW))
+    return CountingSigner(KEY, usdc_by_network=ASSETS, clock=frozen_clock(NOW))
 
 
 def _recovered(typed: dict[str, Any], signature: str) -> str:
