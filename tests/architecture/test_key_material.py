@@ -49,6 +49,11 @@ def test_only_the_signers_key_module_names_a_wallet_keys_context() -> None:
     assert builds_context <= {"server/kit/crypto.py"}  # the reserved prefix, declared once
 
 
+def test_only_a_signer_backend_hands_typed_data_to_a_key() -> None:
+    # The backend signs what server/signers/authorisation.py built; no other code signs typed data.
+    assert _calls(re.compile(r"\.sign_typed_data\s*\(")) == {"server/signers/local_key.py"}
+
+
 def test_the_contract_lists_every_package_but_the_signers() -> None:
     with (ROOT / "pyproject.toml").open("rb") as handle:
         contracts = tomllib.load(handle)["tool"]["importlinter"]["contracts"]
