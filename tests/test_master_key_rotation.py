@@ -24,11 +24,12 @@ from server.kit.crypto import MasterKey, SealError
 from server.kit.db import Database
 from server.kit.ids import new_id
 from server.models import AuditEvent, MasterKeyCheck, Organization, PendingChange, SealedSecret, Wallet
+from server.signers.key_material import unseal_wallet_key
 from server.tenancy.service import find_agent, find_org, set_slack_webhook
 from server.vocabulary import PendingChangeKind
 from server.wallets.master_key import MasterKeyMismatch, open_master_key
 from server.wallets.rotation import ROTATED_EVENT, MasterKeyUnchanged, rotate_master_key
-from server.wallets.sealed import SEALED_COLUMNS, pending_result_context, wallet_context, webhook_context
+from server.wallets.sealed import SEALED_COLUMNS, pending_result_context, webhook_context
 from server.wallets.service import import_local_key
 from tests.support.cli import CliResult, run_cli
 from tests.support.databases import database_url
@@ -118,7 +119,7 @@ def opened(db: Database, master: MasterKey) -> Sealed:
     """Every sealed value opened with `master` (SealError if one does not open)."""
     with db.read() as session:
         wallets = {
-            row.id: master.open(row.sealed_secret, context=wallet_context(row.id))
+            row.id: unseal_wallet_key(master, wallet_id=row.id, sealed=row.sealed_secret)
             for row in session.exec(select(Wallet)).all()
             if row.sealed_secret is not None
         }

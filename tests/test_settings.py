@@ -143,16 +143,16 @@ def test_derived_keys_differ_by_purpose_and_reveal_nothing_of_the_key() -> None:
 
 def test_sealed_values_open_only_with_the_same_key_and_context() -> None:
     key = MasterKey.generate()
-    sealed = key.seal(b"secret", context="wallet:wal_1")
-    assert key.open(sealed, context="wallet:wal_1") == b"secret"
+    sealed = key.seal(b"secret", context="slack-webhook:org_1")
+    assert key.open(sealed, context="slack-webhook:org_1") == b"secret"
     with pytest.raises(SealError):
-        key.open(sealed, context="wallet:wal_2")
+        key.open(sealed, context="slack-webhook:org_2")
     with pytest.raises(SealError):
-        MasterKey.generate().open(sealed, context="wallet:wal_1")
+        MasterKey.generate().open(sealed, context="slack-webhook:org_1")
     tampered = sealed[:-1] + bytes([sealed[-1] ^ 1])
     with pytest.raises(SealError):
-        key.open(tampered, context="wallet:wal_1")
-    assert MasterKey.parse(key.encode()).open(sealed, context="wallet:wal_1") == b"secret"
+        key.open(tampered, context="slack-webhook:org_1")
+    assert MasterKey.parse(key.encode()).open(sealed, context="slack-webhook:org_1") == b"secret"
 
 
 def test_the_database_pool_size_is_bounded() -> None:

@@ -34,6 +34,10 @@ def key_id_of(check_value: str) -> str:
     return check_value[:KEY_ID_LENGTH]
 
 
+# The context a wallet key is sealed under begins with this: such a value opens only in the signer.
+SIGNER_ONLY_CONTEXT_PREFIX = "wallet:"
+
+
 class MasterKeyError(ValueError):
     pass
 
@@ -95,6 +99,18 @@ class MasterKey:
         return _SEAL_VERSION + nonce + self._aead.encrypt(nonce, plaintext, context.encode())
 
     def open(self, sealed: bytes, *, context: str) -> bytes:
+        """Decrypt a value sealed under `context`. A wallet key never opens here: only the signer
+        opens one (server/signers/key_material.py), so no other code can reach key material."""
+        if context.startswith(SIGNER_ONLY_CONTEXT_PREFIX):
+            raise SealError("a wallet key opens only in the signer")
+        return self._decrypt(sealed, context=context)
+
+    def _open_signer_secret(self, sealed: bytes, *, context: str) -> bytes:
+        """Any sealed value, wallet keys included: called by the signer's key module alone
+        (an import contract and tests/architecture/test_key_material.py hold that)."""
+        return self._decrypt(sealed, context=context)
+
+    def _decrypt(self, sealed: bytes, *, context: str) -> bytes:
         if len(sealed) < 1 + _NONCE_BYTES + 16 or sealed[:1] != _SEAL_VERSION:
             raise SealError("not a sealed value")
         nonce = sealed[1 : 1 + _NONCE_BYTES]

@@ -168,6 +168,7 @@ NEVER_SENT_FAILURES = frozenset(
     {
         "never_sent",
         "signing_failed",
+        "sign_refused",
         "amount_exceeds_max",
         "seller_unreachable",
         "seller_timeout",

@@ -70,12 +70,12 @@ from server.policy.service import add_catalog_host
 from server.sellers.client import REDIRECT_STATUSES, SellerClient, SellerRequest, SellerResponse
 from server.sellers.errors import ResponseLost
 from server.settings import Settings
-from server.signers.base import SignerError
+from server.signers.errors import SignerError, SignRefused
 from server.vocabulary import ApprovalStatus, HoldReason, IntentStatus
-from server.wallets.service import signer_for
+from server.wallets.service import intent_to_sign, record_sign_refused, signer_for, transfer_request
 from server.x402.challenge import Challenge
 from server.x402.selection import Selection
-from server.x402.transfer_authorization import build_authorization, payment_header, typed_data
+from server.x402.transfer_authorization import payment_header
 
 log = logging.getLogger(__name__)
 
@@ -370,19 +370,17 @@ class PurchaseService:
         deadline: float,
     ) -> PaidOutcome:
         try:
-            signer = signer_for(wallet, self._settings.master)
-            authorization = build_authorization(
-                selection,
-                payer=signer.address,
-                intent_id=intent.id,
-                valid_after=intent.valid_after,
-                valid_before=intent.valid_before,
+            signer = signer_for(
+                wallet, self._settings.master, usdc_by_network=self._settings.assets, clock=self._clock
             )
-            # Checked again against what is actually signed, not only against the offer.
-            check_max(authorization.value, request.max_amount_usd)
-            if authorization.value != intent.amount_atomic or authorization.nonce != intent.nonce:
-                raise SignerError("the authorisation does not match the reserved intent")
-            signature = await signer.sign_typed_data(typed_data(selection, authorization))
+            # Checked again against what is signed (the intent's amount, which the signer holds
+            # the offer to), not only against the offer.
+            check_max(intent.amount_atomic, request.max_amount_usd)
+            signed = await signer.sign_payment(intent_to_sign(intent), transfer_request(selection))
+        except SignRefused as refused:
+            await self._db.writing(self._record_refusal, principal, intent.id, wallet, refused)
+            log.warning("the signer refused %s: %s", intent.id, refused.reason)
+            raise
         except (SignerError, ValueError) as exc:
             await self._db.run(
                 self._update,
@@ -404,6 +402,7 @@ class PurchaseService:
                 failure_code="amount_exceeds_max",
             )
             raise
+        authorization, signature = signed.authorization, signed.signature
 
         header_name, header_value = payment_header(challenge, selection, authorization, signature)
         self._chain.balances.spent(
@@ -451,6 +450,24 @@ class PurchaseService:
             )
             raise
         return await self._record_answer(principal, intent, response, challenge)
+
+    def _record_refusal(
+        self, session: Session, principal: Principal, intent_id: str, wallet: Wallet, refused: SignRefused
+    ) -> None:
+        """A refused signature: the intent fails (nothing was signed) and the wallet's audit says why."""
+        now = self._clock.now()
+        ledger.update_intent(
+            session,
+            principal,
+            intent_id=intent_id,
+            to=IntentStatus.FAILED,
+            now=now,
+            event="payment.failed",
+            failure_code="sign_refused",
+        )
+        record_sign_refused(
+            session, wallet=wallet, intent_id=intent_id, refused=refused, actor=principal.actor, now=now
+        )
 
     async def _send_paid(self, request: SellerRequest, *, deadline: float, pin: str | None) -> SellerResponse:
         """The paid request. A process that begins to stop while the seller has not answered waits

@@ -1,1 +1,1 @@
-"""Signers: the one place a wallet's key is used, and only for EIP-3009 typed data."""
+"""Signers: the one place a wallet's key is opened and used, and only for an authorised intent."""

@@ -33,8 +33,9 @@ from server.kit.db import Database
 from server.kit.migrations import has_table
 from server.models import MasterKeyCheck
 from server.settings import Settings
+from server.signers.loading import opens_wallet_key
 from server.wallets.repository import MasterKeyCheckRepository, SealedValueRepository
-from server.wallets.sealed import AUDIT_CHAIN_KEY, secret_context, wallet_context
+from server.wallets.sealed import AUDIT_CHAIN_KEY, secret_context
 
 
 class MasterKeyMismatch(MasterKeyError):
@@ -72,10 +73,8 @@ def check_master_key(
         wallet = checks.any_sealed_wallet()
         if wallet is not None:
             wallet_id, sealed = wallet
-            try:
-                master.open(sealed, context=wallet_context(wallet_id))
-            except SealError:
-                raise mismatch(name) from None
+            if not opens_wallet_key(master, wallet_id=wallet_id, sealed=sealed):
+                raise mismatch(name)
         if not with_check:
             return
         if checks.add_unique(MasterKeyCheck(id=1, check_value=master.check_value(), created_at=now)):

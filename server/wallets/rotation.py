@@ -99,14 +99,13 @@ def rotate_master_key(
     for column in SEALED_COLUMNS:
         rows = values.rows_sealed_in(column)
         for row in rows:
-            context = column.context(row)
             sealed = column.value(row)
             assert sealed is not None  # rows_sealed_in reads only rows that hold one
             try:
-                plaintext = current.open(sealed, context=context)
+                resealed_value = column.resealed(current, new, row, sealed)
             except SealError:
                 raise SealedValueUnreadable(table=column.model.__tablename__, column=column.sealed) from None
-            setattr(row, column.sealed, new.seal(plaintext, context=context))
+            setattr(row, column.sealed, resealed_value)
             setattr(row, column.key_id, new.key_id)
             session.add(row)
             session.flush()

@@ -14,13 +14,11 @@ from typing import Any
 
 from sqlmodel import SQLModel
 
+from server.kit.crypto import SIGNER_ONLY_CONTEXT_PREFIX, MasterKey
 from server.models import Organization, PendingChange, Wallet
+from server.signers.loading import reseal_wallet_key
 
 AUDIT_CHAIN_KEY = "audit-chain-key"  # the sealed secret holding the audit chain's key
-
-
-def wallet_context(wallet_id: str) -> str:
-    return f"wallet:{wallet_id}"
 
 
 def webhook_context(org_id: str) -> str:
@@ -35,15 +33,29 @@ def secret_context(name: str) -> str:
     return f"paywarden/sealed-secret/v1/{name}"
 
 
+def _reseal_wallet_key(current: MasterKey, new: MasterKey, row: Any, sealed: bytes) -> bytes:
+    # A wallet key opens only inside the signers (server/signers/key_material.py).
+    return reseal_wallet_key(current, new, wallet_id=row.id, sealed=sealed)
+
+
 @dataclass(frozen=True)
 class SealedColumn:
-    """A column holding a sealed value, the column naming its key, and how its context is made."""
+    """A column holding a sealed value, the column naming its key, and how its context is made
+    (`reseal`, when set, re-seals a value that may open only where it is used)."""
 
     model: type[SQLModel]
     sealed: str
     key_id: str
     context: Callable[[Any], str]
     label: str  # what the rotation reports, plural
+    reseal: Callable[[MasterKey, MasterKey, Any, bytes], bytes] | None = None
+
+    def resealed(self, current: MasterKey, new: MasterKey, row: Any, sealed: bytes) -> bytes:
+        """The value sealed under `new`; SealError when `current` does not open it."""
+        if self.reseal is not None:
+            return self.reseal(current, new, row, sealed)
+        context = self.context(row)
+        return new.seal(current.open(sealed, context=context), context=context)
 
     def value(self, row: Any) -> bytes | None:
         found = getattr(row, self.sealed)
@@ -51,7 +63,14 @@ class SealedColumn:
 
 
 SEALED_COLUMNS: tuple[SealedColumn, ...] = (
-    SealedColumn(Wallet, "sealed_secret", "sealed_key_id", lambda row: wallet_context(row.id), "wallet keys"),
+    SealedColumn(
+        Wallet,
+        "sealed_secret",
+        "sealed_key_id",
+        lambda row: f"{SIGNER_ONLY_CONTEXT_PREFIX}{row.id}",
+        "wallet keys",
+        reseal=_reseal_wallet_key,
+    ),
     SealedColumn(
         Organization,
         "slack_webhook_sealed",

@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import datetime
 
 from sqlmodel import Session
 
 from server.audit.service import record as audit
+from server.kit.clock import Clock
 from server.kit.crypto import MasterKey
 from server.kit.errors import PaywardenError
 from server.kit.ids import new_id
-from server.models import Agent, Wallet
-from server.signers.base import Signer, SignerError
-from server.signers.local_key import LocalKeySigner
+from server.models import Agent, PaymentIntent, Wallet
+from server.signers.base import Signer
+from server.signers.errors import SignerError, SignRefused
+from server.signers.intents import AuthorisedIntent, TransferRequest
+from server.signers.loading import local_key_signer, seal_local_key
 from server.vocabulary import WalletMode
 from server.wallets.master_key import require_current_key
 from server.wallets.repository import WalletRepository
-from server.wallets.sealed import wallet_context
+from server.x402.selection import Selection
 
 _KEY = re.compile(r"^(0x)?[0-9a-fA-F]{64}$")
 
@@ -64,7 +68,7 @@ def import_local_key(
         agent_id=agent.id,
         mode=WalletMode.LOCAL_KEY,
         address=address,
-        sealed_secret=master.seal(private_key, context=wallet_context(wallet_id)),
+        sealed_secret=seal_local_key(master, wallet_id=wallet_id, private_key=private_key),
         sealed_key_id=master.key_id,
         created_at=now,
     )
@@ -86,9 +90,67 @@ def import_local_key(
     return wallet
 
 
-def signer_for(wallet: Wallet, master: MasterKey) -> Signer:
+def signer_for(
+    wallet: Wallet, master: MasterKey, *, usdc_by_network: Mapping[str, str], clock: Clock
+) -> Signer:
+    """The wallet's signer: it signs only an intent the ledger authorised, for the configured USDC."""
     if wallet.mode == WalletMode.LOCAL_KEY:
         if wallet.sealed_secret is None:
             raise SignerError("the wallet has no sealed key")
-        return LocalKeySigner(master.open(wallet.sealed_secret, context=wallet_context(wallet.id)))
+        return local_key_signer(
+            master,
+            wallet_id=wallet.id,
+            sealed=wallet.sealed_secret,
+            usdc_by_network=usdc_by_network,
+            clock=clock,
+        )
     raise SignerError(f"signing mode {str(wallet.mode)!r} is not available")
+
+
+def intent_to_sign(intent: PaymentIntent) -> AuthorisedIntent:
+    """The intent as the ledger recorded it, for the signer to check what it is asked to sign."""
+    return AuthorisedIntent(
+        id=intent.id,
+        status=str(intent.status),
+        network=intent.network,
+        asset=intent.asset,
+        pay_to=intent.pay_to,
+        amount_atomic=intent.amount_atomic,
+        payer=intent.payer,
+        nonce=intent.nonce,
+        valid_after=intent.valid_after,
+        valid_before=intent.valid_before,
+    )
+
+
+def transfer_request(selection: Selection) -> TransferRequest:
+    """What the seller's chosen offer asks to be paid."""
+    return TransferRequest(
+        network=selection.network,
+        asset=selection.asset,
+        pay_to=selection.pay_to,
+        amount_atomic=selection.amount_atomic,
+        domain_name=selection.domain_name,
+        domain_version=selection.domain_version,
+    )
+
+
+def record_sign_refused(
+    session: Session, *, wallet: Wallet, intent_id: str, refused: SignRefused, actor: str, now: datetime
+) -> None:
+    """The audit event of a refused signature: the reason and the wallet's public address, no more."""
+    audit(
+        session,
+        org_id=wallet.org_id,
+        type="wallet.sign_refused",
+        actor=actor,
+        agent_id=wallet.agent_id,
+        subject_id=intent_id,
+        data={
+            "reason": str(refused.reason),
+            "wallet": wallet.id,
+            "address": wallet.address,
+            "mode": wallet.mode,
+        },
+        now=now,
+    )

@@ -1,0 +1,45 @@
+"""The values a signer is handed and hands back: no rows, no services."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from server.x402.transfer_authorization import TransferAuthorization
+
+
+@dataclass(frozen=True)
+class AuthorisedIntent:
+    """A payment intent as the ledger recorded it: the only thing a signer signs for."""
+
+    id: str
+    status: str
+    network: str
+    asset: str
+    pay_to: str
+    amount_atomic: int
+    payer: str
+    nonce: str
+    valid_after: int
+    valid_before: int
+
+
+@dataclass(frozen=True)
+class TransferRequest:
+    """The transfer the seller's offer asks for, checked against the intent, never trusted alone.
+    `domain_name` and `domain_version` are the token's EIP-712 domain (they only make a signature
+    valid or not for that contract; the contract itself is checked)."""
+
+    network: str
+    asset: str
+    pay_to: str
+    amount_atomic: int
+    domain_name: str
+    domain_version: str
+
+
+@dataclass(frozen=True)
+class SignedTransfer:
+    """What was signed, exactly, and its 65-byte signature as 0x-prefixed hex."""
+
+    authorization: TransferAuthorization
+    signature: str
