@@ -40,6 +40,7 @@ from server.models import Agent, Approval, PaymentIntent, Wallet
 from server.payments import ledger
 from server.payments.answer import receipt_of, seller_reason
 from server.payments.errors import (
+    AgentDisabled,
     AmountExceedsMax,
     IdempotencyKeyReused,
     InsufficientFunds,
@@ -571,6 +572,10 @@ class PurchaseService:
         if intent.status in (IntentStatus.SETTLED, IntentStatus.SETTLEMENT_PENDING):
             return PaidOutcome(intent, intent.seller_status, True, None)
         if intent.status in (IntentStatus.FAILED, IntentStatus.EXPIRED):
+            if intent.failure_code == AgentDisabled.code:
+                # Closed when the agent was disabled (its approval denied, or approved but not
+                # yet used): it never pays, even once the agent is enabled again.
+                raise AgentDisabled(intentId=intent.id)
             approval = await self._db.reading(self._approval_of, principal, intent.id)
             if approval is not None:
                 approvals.raise_if_closed(approval, now)
