@@ -167,7 +167,11 @@ async def test_an_approved_payment_not_yet_used_cannot_pay_after_disabling(
         retry = {"url": url, "maxAmountUsd": "0.05", "idempotencyKey": held["idempotencyKey"]}
         async with mcp_client(paywarden.mcp_url, setup.token) as client:
             error = error_of(await client.call_tool("fetch_paid", retry))
+            status = structured(
+                await client.call_tool("get_approval_status", {"approvalId": held["approvalId"]})
+            )
     assert error["code"] == "agent_disabled"
+    assert (status["status"], status["intentId"]) == ("denied", None)
     assert money.moved() == 0
     assert money.signatures("/premium") == 0
 
