@@ -1,6 +1,7 @@
 """Disabling an agent on the dashboard, in real Chromium (one browser for the module): an owner
 signed in with a passkey disables an agent while its `fetch_paid` waits for approval; the waiting
-call ends at once with `agent_disabled` and the agent's next call is refused. A viewer then sees
+call ends at once with `agent_disabled` and the agent's next call is refused, with its token and
+with the token of the OAuth connection a colleague made for it. A viewer then sees
 the agent page's forms disabled. The approvals inbox, the connections page and the agent page,
 disabled and as a viewer sees it, are kept as screenshots at 390 px and 1280 px, none wider than
 a phone's screen (the other pages' are kept by test_dashboard_in_chromium.py,
@@ -28,7 +29,15 @@ from tests.support.elicitation import (
     eliciting_client,
 )
 from tests.support.fixtures_chain import FundedWallet
-from tests.support.oauth import call_tool
+from tests.support.oauth import (
+    authorization_params,
+    call_tool,
+    code_of,
+    enrolled_person,
+    exchange,
+    pkce,
+    register,
+)
 from tests.support.paywarden import RunningServer, chain_environ, error_of, serve
 from tests.support.seller import Seller
 from tests.support.tenants import make_agent
@@ -61,6 +70,25 @@ async def _both_sizes(page: Page, screenshots: Screenshots, label: str) -> None:
     await screenshots.take(page, f"{label}-1280")
 
 
+def _connect_a_notebook(server: RunningServer, db: Database, org_id: str, agent_id: str) -> str:
+    """A colleague connects an MCP client ("Field notebook") to the agent with OAuth; returns the
+    access token the client was given."""
+    colleague = enrolled_person(server, db, org_id=org_id)
+    try:
+        client = register(server, client_name="Field notebook")
+        challenge = pkce()
+        consent = colleague.browser.authorize(authorization_params(client["client_id"], challenge))
+        assert consent.status_code == 200, consent.text[:500]
+        code = code_of(colleague.browser.consent(consent, agent=agent_id))
+        answer = exchange(server, client["client_id"], code, challenge.verifier)
+        assert answer.status_code == 200, answer.text
+        token = answer.json()["access_token"]
+        assert isinstance(token, str)
+        return token
+    finally:
+        colleague.browser.close()
+
+
 def _status(db: Database, approval_id: str) -> str:
     with db.read() as session:
         approval = session.get(Approval, approval_id)
@@ -89,6 +117,9 @@ async def test_an_owner_disables_an_agent_whose_call_waits_and_a_viewer_changes_
     )
     agent_page = f"{site}/admin/agents/{setup.agent_id}"
     signed_before = seller.payment_signatures("/premium")  # the seller serves the whole session
+    granted = await anyio.to_thread.run_sync(
+        _connect_a_notebook, paywarden, sqlite_db, setup.org_id, setup.agent_id
+    )
     elicitations = UrlElicitations("accept")
     disabled_at: list[float] = []
 
@@ -99,6 +130,7 @@ async def test_an_owner_disables_an_agent_whose_call_waits_and_a_viewer_changes_
         await _both_sizes(page, screenshots, "approvals-inbox")
         await page.goto(f"{site}/connections")
         await expect(page.get_by_role("heading", name="Connections", level=1)).to_be_visible()
+        await expect(page.get_by_role("heading", name="Field notebook")).to_be_visible()
         await _both_sizes(page, screenshots, "connections")
         await page.goto(agent_page)
         disabled_at.append(time.monotonic())
@@ -129,10 +161,11 @@ async def test_an_owner_disables_an_agent_whose_call_waits_and_a_viewer_changes_
         await expect(page.get_by_role("button", name="Enable field-bot")).to_be_visible()
         await _both_sizes(page, screenshots, "agent-disabled")
 
-        # The agent's next call is refused at the door.
-        refused = await anyio.to_thread.run_sync(call_tool, paywarden.mcp_url, setup.token, "get_budget")
-        assert refused.status_code == 401
-        assert "The agent of this token is disabled." in refused.headers["www-authenticate"]
+        # The agent's next call is refused at the door, with its token or its OAuth connection's.
+        for token in (setup.token, granted):
+            refused = await anyio.to_thread.run_sync(call_tool, paywarden.mcp_url, token, "get_budget")
+            assert refused.status_code == 401
+            assert "The agent of this token is disabled." in refused.headers["www-authenticate"]
 
         # A viewer sees the same page with every form disabled.
         await page.get_by_role("button", name="Sign out").click()
