@@ -206,6 +206,7 @@ class PurchaseService:
         offered = passage.offered
         outcome = await self._pay(
             principal,
+            context.agent,
             reservation.intent,
             context.wallet,
             offered.challenge,
@@ -362,6 +363,7 @@ class PurchaseService:
     async def _pay(
         self,
         principal: Principal,
+        agent: Agent,
         intent: PaymentIntent,
         wallet: Wallet,
         challenge: Challenge,
@@ -407,19 +409,15 @@ class PurchaseService:
             raise
 
         header_name, header_value = payment_header(challenge, selection, authorization, signature)
+        intent = await self._db.run(self._submit, principal, agent, intent.id)
+        if intent.status == IntentStatus.FAILED:
+            # Disabled since the reservation: the signed authorisation never leaves this process.
+            raise AgentDisabled(intentId=intent.id)
         self._chain.balances.spent(
             network=selection.network,
             asset=selection.asset,
             owner=wallet.address,
             amount=intent.amount_atomic,
-        )
-        intent = await self._db.run(
-            self._update,
-            principal,
-            intent.id,
-            IntentStatus.SUBMITTED,
-            "payment.submitted",
-            submitted_at=self._clock.now(),
         )
         # Exactly the request that was asked to pay (after redirects: the last hop's), now paid.
         asked = first.request
@@ -583,6 +581,12 @@ class PurchaseService:
         raise PaymentInProgress(intentId=intent.id, idempotencyKey=intent.idempotency_key)
 
     # -- writes ----------------------------------------------------------------------------
+
+    def _submit(self, principal: Principal, agent: Agent, intent_id: str) -> PaymentIntent:
+        """Submitted, durably, before the signature leaves (see `_update`); or failed with
+        `agent_disabled` when the agent was disabled since the reservation."""
+        with self._db.write(durable=True) as session:
+            return ledger.submit(session, principal, agent=agent, intent_id=intent_id, now=self._clock.now())
 
     def _update(
         self, principal: Principal, intent_id: str, to: IntentStatus, event: str, **fields: object

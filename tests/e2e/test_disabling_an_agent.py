@@ -19,8 +19,13 @@ import anyio
 import pytest
 from sqlmodel import select
 
+from server.kit.clock import SystemClock
+from server.kit.crypto import MasterKey
 from server.kit.db import Database
-from server.models import Approval, AuditEvent, PaymentIntent
+from server.models import Approval, AuditEvent, PaymentIntent, Wallet
+from server.payments import decisions
+from server.signers.base import Signer
+from server.wallets.service import signer_for
 from tests.e2e.test_approvals import Money
 from tests.support.chain import Anvil, TestToken
 from tests.support.cli import PAYWARDEN, command_environ, run_cli
@@ -35,9 +40,10 @@ from tests.support.fixtures_chain import FundedWallet
 from tests.support.oauth import call_tool, connect, enrolled_person, refresh_with
 from tests.support.org_pages import post_form
 from tests.support.paywarden import RunningServer, chain_environ, error_of, mcp_client, serve, structured
+from tests.support.principals import OPERATOR
 from tests.support.processes import serve_processes
 from tests.support.seller import Seller
-from tests.support.tenants import make_agent, make_member
+from tests.support.tenants import make_agent, make_member, pin_payee
 
 pytestmark = [pytest.mark.anyio]
 
@@ -172,6 +178,42 @@ async def test_an_approved_payment_not_yet_used_cannot_pay_after_disabling(
             )
     assert error["code"] == "agent_disabled"
     assert (status["status"], status["intentId"]) == ("denied", None)
+    assert money.moved() == 0
+    assert money.signatures("/premium") == 0
+
+
+@pytest.mark.chain
+async def test_a_payment_reserved_before_disabling_is_not_sent_after_it(
+    paywarden: RunningServer,
+    sqlite_db: Database,
+    seller: Seller,
+    test_usdc: TestToken,
+    funded_wallet: FundedWallet,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The agent is disabled after its payment was reserved and while its wallet signs: the
+    signed authorization never leaves the process, and the call ends with agent_disabled."""
+    setup = make_agent(
+        sqlite_db, paywarden.settings, allow_hosts=["127.0.0.1"], wallet_key=funded_wallet.private_key
+    )
+    pin_payee(sqlite_db, url=seller.url("/premium"), pay_to=seller.pay_to)  # paid before: not held
+    money = Money(test_usdc, seller, funded_wallet.address)
+
+    def disabled_while_signing(wallet: Wallet, master: MasterKey) -> Signer:
+        with sqlite_db.write() as session:
+            decisions.set_agent_disabled(
+                session, OPERATOR, agent_id=setup.agent_id, disabled=True, now=SystemClock().now()
+            )
+        return signer_for(wallet, master)
+
+    monkeypatch.setattr("server.payments.purchase.signer_for", disabled_while_signing)
+    with anyio.fail_after(TEST_TIMEOUT_S):
+        async with mcp_client(paywarden.mcp_url, setup.token) as client:
+            error = error_of(await client.call_tool("fetch_paid", {"url": seller.url("/premium")}))
+    assert error["code"] == "agent_disabled"
+    with sqlite_db.read() as session:
+        (intent,) = session.exec(select(PaymentIntent).where(PaymentIntent.agent_id == setup.agent_id)).all()
+    assert (intent.status, intent.failure_code, intent.submitted_at) == ("failed", "agent_disabled", None)
     assert money.moved() == 0
     assert money.signatures("/premium") == 0
 
