@@ -132,7 +132,7 @@ class TokenRepository(TenantRepository[AccessToken]):
             found = self.session.execute(
                 of_grants.where(col(OAuthGrant.id).in_(grant_ids), col(OAuthGrant.org_id).in_(orgs))
             )
-            used = {grant_id: last_used for grant_id, last_used in found.tuples()}
+            used = {grant_id: last_used for grant_id, last_used in found}
         return [(row, used.get(row.grant_id) if row.grant_id else None) for row in rows]
 
     def agent_enabled(self, *, org_id: str, agent_id: str) -> bool:

@@ -38,6 +38,11 @@ class TokenNotFound(PaywardenError):
     message = "No token with that id."
 
 
+class TokenAlreadyIssued(PaywardenError):
+    code = "token_already_issued"
+    message = "This token was already issued and shown once: it is not shown again."
+
+
 def new_secret(prefix: str) -> str:
     return prefix + secrets.token_urlsafe(32)
 
@@ -67,14 +72,18 @@ def issue_access_token(
     label: str | None = None,
     client_id: str | None = None,
     derive_secret: Callable[[str], str] | None = None,
+    token_id: str | None = None,
 ) -> IssuedToken:
     """A new access token. `derive_secret` (token id -> secret) is for a token that must be shown
-    again later by whoever can derive it (the demo's); every other secret is random, shown once."""
+    again later by whoever can derive it (the demo's); every other secret is random, shown once.
+    `token_id` names the token before it exists (a form's one-time nonce does): issuing under an
+    id already taken issues nothing and raises TokenAlreadyIssued, even when two requests race."""
     if not MIN_TTL_SECONDS <= ttl_seconds <= MAX_TTL_SECONDS:
         raise InvalidInput(InputReason.INVALID_TTL)
     if agent_id is not None and scopes & ADMIN_SCOPES:
         raise InvalidInput(InputReason.ADMIN_SCOPE_NOT_GRANTABLE)
-    token_id = new_id("token")
+    named = token_id is not None
+    token_id = token_id or new_id("token")
     secret = new_secret(ACCESS_PREFIX) if derive_secret is None else derive_secret(token_id)
     row = AccessToken(
         id=token_id,
@@ -90,7 +99,11 @@ def issue_access_token(
         created_at=now,
         expires_at=now + timedelta(seconds=ttl_seconds),
     )
-    TokenRepository(session).add(row)
+    repository = TokenRepository(session)
+    if not named:
+        repository.add(row)
+    elif not repository.add_unique(row):
+        raise TokenAlreadyIssued()
     audit(
         session,
         org_id=org_id,

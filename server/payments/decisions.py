@@ -15,7 +15,9 @@ from auth.principal import Principal
 from server.approvals import service as approvals
 from server.kit.db import lock_org
 from server.models import Agent, Approval, Member, MemberPasskey, WebAuthnChallenge
+from server.payments.errors import AgentDisabled
 from server.payments.ledger import close_held
+from server.payments.repository import IntentRepository
 from server.tenancy import service as tenancy
 from server.tenancy.service import get_agent
 from server.vocabulary import ApprovalStatus, IntentStatus
@@ -108,6 +110,16 @@ def set_agent_disabled(
                 now=now,
             )
     return agent
+
+
+def ended_by_disabling(session: Session, principal: Principal, *, among: list[Approval]) -> set[str]:
+    """The ids of these approvals whose held payment was closed because its agent was disabled:
+    denied then if pending, or approved but not yet used (the approval itself says neither)."""
+    intent_ids = {approval.intent_id: approval.id for approval in among}
+    closed = IntentRepository(session).failed_with(
+        principal, intent_ids=intent_ids.keys(), failure_code=AgentDisabled.code
+    )
+    return {intent_ids[intent_id] for intent_id in closed}
 
 
 def expire_lapsed(session: Session, principal: Principal, *, now: datetime) -> list[Approval]:

@@ -434,6 +434,35 @@ def update_intent(
     return record_change(session, principal, intent, event=event, data=data, now=now)
 
 
+def submit(
+    session: Session, principal: Principal, *, agent: Agent, intent_id: str, now: datetime
+) -> PaymentIntent:
+    """Record that the intent's signed authorization is about to leave, unless its agent was
+    disabled since the payment was reserved: then the intent fails with `agent_disabled` and the
+    caller sends nothing. Under the organisation's lock, as disabling is: a disabling commits
+    either before this (and nothing is sent) or after it (the payment was already on its way)."""
+    lock_org(session, agent.org_id)
+    if disabled_now(session, agent):
+        return update_intent(
+            session,
+            principal,
+            intent_id=intent_id,
+            to=IntentStatus.FAILED,
+            now=now,
+            event="payment.failed",
+            failure_code=AgentDisabled.code,
+        )
+    return update_intent(
+        session,
+        principal,
+        intent_id=intent_id,
+        to=IntentStatus.SUBMITTED,
+        now=now,
+        event="payment.submitted",
+        submitted_at=now,
+    )
+
+
 def record_change(
     session: Session,
     principal: Principal,

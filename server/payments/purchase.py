@@ -40,6 +40,7 @@ from server.models import Agent, Approval, PaymentIntent, Wallet
 from server.payments import ledger
 from server.payments.answer import receipt_of, seller_reason
 from server.payments.errors import (
+    AgentDisabled,
     AmountExceedsMax,
     IdempotencyKeyReused,
     InsufficientFunds,
@@ -205,6 +206,7 @@ class PurchaseService:
         offered = passage.offered
         outcome = await self._pay(
             principal,
+            context.agent,
             reservation.intent,
             context.wallet,
             offered.challenge,
@@ -361,6 +363,7 @@ class PurchaseService:
     async def _pay(
         self,
         principal: Principal,
+        agent: Agent,
         intent: PaymentIntent,
         wallet: Wallet,
         challenge: Challenge,
@@ -405,19 +408,15 @@ class PurchaseService:
         authorization, signature = signed.authorization, signed.signature
 
         header_name, header_value = payment_header(challenge, selection, authorization, signature)
+        intent = await self._db.run(self._submit, principal, agent, intent.id)
+        if intent.status == IntentStatus.FAILED:
+            # Disabled since the reservation: the signed authorisation never leaves this process.
+            raise AgentDisabled(intentId=intent.id)
         self._chain.balances.spent(
             network=selection.network,
             asset=selection.asset,
             owner=wallet.address,
             amount=intent.amount_atomic,
-        )
-        intent = await self._db.run(
-            self._update,
-            principal,
-            intent.id,
-            IntentStatus.SUBMITTED,
-            "payment.submitted",
-            submitted_at=self._clock.now(),
         )
         # Exactly the request that was asked to pay (after redirects: the last hop's), now paid.
         asked = first.request
@@ -588,6 +587,10 @@ class PurchaseService:
         if intent.status in (IntentStatus.SETTLED, IntentStatus.SETTLEMENT_PENDING):
             return PaidOutcome(intent, intent.seller_status, True, None)
         if intent.status in (IntentStatus.FAILED, IntentStatus.EXPIRED):
+            if intent.failure_code == AgentDisabled.code:
+                # Closed when the agent was disabled (its approval denied, or approved but not
+                # yet used): it never pays, even once the agent is enabled again.
+                raise AgentDisabled(intentId=intent.id)
             approval = await self._db.reading(self._approval_of, principal, intent.id)
             if approval is not None:
                 approvals.raise_if_closed(approval, now)
@@ -595,6 +598,12 @@ class PurchaseService:
         raise PaymentInProgress(intentId=intent.id, idempotencyKey=intent.idempotency_key)
 
     # -- writes ----------------------------------------------------------------------------
+
+    def _submit(self, principal: Principal, agent: Agent, intent_id: str) -> PaymentIntent:
+        """Submitted, durably, before the signature leaves (see `_update`); or failed with
+        `agent_disabled` when the agent was disabled since the reservation."""
+        with self._db.write(durable=True) as session:
+            return ledger.submit(session, principal, agent=agent, intent_id=intent_id, now=self._clock.now())
 
     def _update(
         self, principal: Principal, intent_id: str, to: IntentStatus, event: str, **fields: object

@@ -201,6 +201,15 @@ class IntentRepository(TenantRepository[PaymentIntent]):
             )
         )
 
+    def failed_with(self, reader: Reader, *, intent_ids: Collection[str], failure_code: str) -> set[str]:
+        """Which of these intents (the reader may read) failed with `failure_code`."""
+        if not intent_ids:
+            return set()
+        statement = self.readable(reader).where(
+            col(PaymentIntent.id).in_(list(intent_ids)), PaymentIntent.failure_code == failure_code
+        )
+        return {row.id for row in self._all(statement)}
+
     def newest(
         self, reader: Reader, *, agent_id: str, limit: int, status: IntentStatus | None
     ) -> Sequence[PaymentIntent]:

@@ -21,7 +21,7 @@ from sqlmodel import select
 from server.approvals.confirmation import challenge_for
 from server.kit.clock import FrozenClock
 from server.kit.db import Database
-from server.models import Approval, AuditEvent, Organization, PaymentIntent, WebAuthnChallenge
+from server.models import Approval, AuditEvent, Member, Organization, PaymentIntent, WebAuthnChallenge
 from server.vocabulary import Role
 from tests.mcp.test_no_policy_writes import _call_graph, _reachable
 from tests.support.chain import free_port
@@ -82,6 +82,13 @@ def _held(db: Database, person: Person, clock: FrozenClock, key: str, **kw: Any)
     assert held.kind == "held", held
     assert held.approval is not None
     return held.approval
+
+
+def _email(db: Database, member_id: str) -> str:
+    with db.read() as session:
+        member = session.get(Member, member_id)
+        assert member is not None
+        return member.email
 
 
 def _row(db: Database, approval_id: str) -> Approval:
@@ -249,6 +256,34 @@ def test_a_denial_closes_the_held_payment(
         f"/approvals/{approval.id}/options", json={"csrf": csrf, "decision": "approve"}
     )
     assert again.status_code == 409
+
+
+def test_the_pages_say_when_disabling_the_agent_ended_a_payment(
+    server: RunningServer, db: Database, owner: Person, clock: FrozenClock
+) -> None:
+    """Disabling denies the pending approval and closes the approved one not yet used: neither
+    page says a member denied it, nor that the payment will be made."""
+    pending = _held(db, owner, clock, "page-off-1")
+    approved = _held(db, owner, clock, "page-off-2")
+    assert _decide(owner.browser, approved.id, "approve").status_code == 200
+    agent_page = f"/admin/agents/{owner.agent.agent_id}"
+    csrf = csrf_of(owner.browser.get(agent_page).text)
+    disabled = owner.browser.http.post(f"{agent_page}/disable", data={"csrf": csrf})
+    assert disabled.status_code == 303
+    when = clock.now().strftime("%Y-%m-%d %H:%M")
+    said = {
+        pending.id: f"Denied when the agent was disabled at {when} UTC: nothing was paid",
+        approved.id: f"Approved by {_email(db, owner.member_id)} at {when} UTC, but the agent was disabled "
+        "before it paid: nothing was paid",
+    }
+    for approval_id, sentence in said.items():
+        page = html.unescape(owner.browser.get(f"/approvals/{approval_id}").text)
+        assert f"<h1>{sentence}</h1>" in page
+        assert "will be made" not in page
+        assert "Denied by" not in page
+    decided = html.unescape(owner.browser.get("/approvals?tab=decided").text)
+    for sentence in said.values():
+        assert f"<p>{sentence}.</p>" in decided
 
 
 @pytest.mark.parametrize("change", ["amount", "asset", "pay_to", "network", "host", "resource", "decision"])

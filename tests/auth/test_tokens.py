@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
@@ -12,7 +14,7 @@ from sqlmodel import select
 
 from auth.principal import Principal
 from auth.scopes import Scope, ScopeError, parse_scopes
-from auth.tokens import hash_secret, issue_access_token, revoke_token
+from auth.tokens import TokenAlreadyIssued, hash_secret, issue_access_token, revoke_token
 from auth.verifier import InvalidToken, TokenVerifier
 from server.kit.clock import FrozenClock, SystemClock
 from server.kit.db import Database
@@ -146,3 +148,39 @@ def test_a_token_is_verified_with_one_statement_and_a_disabled_agent_at_once(db:
         session.add(agent)
     with pytest.raises(InvalidToken, match="disabled"):
         verifier.verify(token, audience=AUDIENCE)
+
+
+def test_a_token_named_ahead_is_issued_once_however_many_ask_at_once(db: Database) -> None:
+    """A form's nonce names its token: requests racing with the same id issue one token (and one
+    audit event); the others are told it was issued already and write nothing."""
+    org_id, agent_id = _agent(db)
+    clock = frozen_clock()
+    barrier = threading.Barrier(4)
+
+    def ask(_: int) -> str:
+        barrier.wait(timeout=10)
+        try:
+            with db.write() as session:
+                issue_access_token(
+                    session,
+                    org_id=org_id,
+                    agent_id=agent_id,
+                    scopes=frozenset({Scope.PAYMENTS_READ}),
+                    audience=AUDIENCE,
+                    ttl_seconds=3600,
+                    created_by="test",
+                    now=clock.now(),
+                    token_id="tok_0123456789abcdef0123",
+                )
+        except TokenAlreadyIssued:
+            return "refused"
+        return "issued"
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        answers = sorted(pool.map(ask, range(4)))
+    assert answers == ["issued", "refused", "refused", "refused"]
+    with db.read() as session:
+        rows = session.exec(select(AccessToken).where(AccessToken.agent_id == agent_id)).all()
+        events = session.exec(select(AuditEvent).where(AuditEvent.type == "token.issued")).all()
+    assert [row.id for row in rows] == ["tok_0123456789abcdef0123"]
+    assert [event.subject_id for event in events if event.org_id == org_id] == ["tok_0123456789abcdef0123"]

@@ -360,6 +360,12 @@ def test_a_form_without_its_csrf_token_is_refused(
         assert session.get(Agent, owner.agent.agent_id).disabled_at is None  # type: ignore[union-attr]
 
 
+def _nonce_of(page: str) -> str:
+    found = re.search(r'name="nonce" value="([^"]+)"', page)
+    assert found is not None
+    return found.group(1)
+
+
 def _tokens(db: Database, agent_id: str) -> list[AccessToken]:
     with db.read() as session:
         return list(
@@ -373,7 +379,13 @@ def test_issuing_a_token_needs_sudo_then_shows_it_once_and_revoking_asks_first(
     server: RunningServer, owner: Person, sqlite_db: Database
 ) -> None:
     path, page = _page(owner)
-    form = {"csrf": csrf_of(page.text), "label": "ci runner", "scopes": ["payments:read"], "ttl_days": "7"}
+    form = {
+        "csrf": csrf_of(page.text),
+        "nonce": _nonce_of(page.text),
+        "label": "ci runner",
+        "scopes": ["payments:read"],
+        "ttl_days": "7",
+    }
     before = _tokens(sqlite_db, owner.agent.agent_id)
     moved = owner.browser.http.post(f"{path}/tokens", data=form)
     assert moved.status_code == 303
@@ -412,6 +424,39 @@ def test_issuing_a_token_needs_sudo_then_shows_it_once_and_revoking_asks_first(
     assert [row.id for row in _tokens(sqlite_db, owner.agent.agent_id) if row.label == "ci runner"] == []
     gone = owner.browser.http.post(f"{path}/tokens/{new[0].id}/revoke", data={"csrf": csrf_of(confirm.text)})
     assert gone.status_code == 404
+
+
+def test_a_token_form_posted_again_issues_nothing_and_says_it_was_shown(
+    server: RunningServer, owner: Person, sqlite_db: Database
+) -> None:
+    """Reloading the page that shows a new token posts its form again: the form's one-time nonce
+    was used, so nothing new is issued and the page says the token was shown already."""
+    path, page = _page(owner)
+    nonce = re.search(r'<input type="hidden" name="nonce" value="([A-Za-z0-9_-]{22})">', page.text)
+    assert nonce is not None
+    owner.browser.sudo()
+    form = {"csrf": csrf_of(page.text), "nonce": nonce.group(1), "label": "once", "scopes": ["payments:read"]}
+    first = owner.browser.http.post(f"{path}/tokens", data=form)
+    assert first.status_code == 200
+    secret = re.search(r'id="issued-token">(pw_at_[^<]+)<', first.text)
+    assert secret is not None
+    # The page that showed it carries a new nonce for issuing another.
+    assert f'value="{nonce.group(1)}"' not in first.text
+    again = owner.browser.http.post(f"{path}/tokens", data=form)
+    assert again.status_code == 409
+    assert 'id="issued-token"' not in again.text
+    assert secret.group(1) not in again.text
+    assert "This token was already issued and shown once" in _text(again)
+    assert [row.label for row in _tokens(sqlite_db, owner.agent.agent_id)].count("once") == 1
+    # A form without a nonce, or with one not made by the page, issues nothing either.
+    without = {name: value for name, value in form.items() if name != "nonce"}
+    for bad in ({}, {"nonce": "x"}, {"nonce": "a" * 200}):
+        refused = owner.browser.http.post(f"{path}/tokens", data={**without, **bad, "label": "never"})
+        assert refused.status_code == 400
+        assert "No token was issued: this form is out of date. Reload the page and try again." in _text(
+            refused
+        )
+    assert "never" not in [row.label for row in _tokens(sqlite_db, owner.agent.agent_id)]
 
 
 def test_disabling_applies_at_once_and_enabling_gives_it_back(

@@ -5,6 +5,7 @@ An agent sees only its own agent's approvals; any other id is approval_not_found
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -23,7 +24,9 @@ from server.mcp.errors import to_tool_error
 from server.mcp.registry import ToolRegistry
 from server.mcp.schemas import approvals as schema
 from server.mcp.schemas.approvals import ApprovalStatusResult
+from server.payments import decisions
 from server.services import Services
+from server.vocabulary import ApprovalStatus
 
 DESCRIPTION = (
     "Tell whether a human decided on a payment that returned pending_approval: pending, approved, "
@@ -39,8 +42,15 @@ ApprovalId = Annotated[
 def _approval_status(
     session: Session, principal: Principal, approval_id: str, now: datetime
 ) -> dict[str, Any]:
-    """The approval as its agent may see it."""
-    return schema.approval_status(approvals.agent_view(approvals.get(session, principal, approval_id), now))
+    """The approval as its agent may see it. One approved but closed when the agent was disabled
+    can no longer pay: it reads as denied, as a pending one denied then does."""
+    approval = approvals.get(session, principal, approval_id)
+    view = approvals.agent_view(approval, now)
+    if view.status == ApprovalStatus.APPROVED and decisions.ended_by_disabling(
+        session, principal, among=[approval]
+    ):
+        view = replace(view, status=ApprovalStatus.DENIED)
+    return schema.approval_status(view)
 
 
 def register(mcp: ToolRegistry, services: Services) -> None:

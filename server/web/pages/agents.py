@@ -8,6 +8,10 @@ first: `/account/sudo?next=` this page."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import re
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -21,7 +25,15 @@ from starlette.responses import Response
 
 from auth.scopes import AGENT_SCOPES, Scope
 from auth.sessions import SignedIn
-from auth.tokens import IssuedToken, LiveToken, TokenNotFound, issue_access_token, live_tokens, revoke_token
+from auth.tokens import (
+    IssuedToken,
+    LiveToken,
+    TokenAlreadyIssued,
+    TokenNotFound,
+    issue_access_token,
+    live_tokens,
+    revoke_token,
+)
 from server.kit.money import format_usd
 from server.kit.networks import address_url, transaction_url
 from server.models import Agent, OutOfPolicyFinding, PaymentIntent, Wallet
@@ -43,6 +55,13 @@ RECENT_PAYMENTS = 20
 BALANCE_TIMEOUT_S = 3.0
 MANAGERS = frozenset({Role.OWNER, Role.ADMIN})
 TOKEN_TTL_DAYS = (1, 7, 30, 90, 365)
+# The token form's one-time nonce (secrets.token_urlsafe(16)), rendered with the form.
+_NONCE = re.compile(r"^[A-Za-z0-9_-]{22}$")
+STALE_FORM = "No token was issued: this form is out of date. Reload the page and try again."
+_SHOWN_ALREADY = (
+    "This token was already issued and shown once, so it is not shown again and no other was issued. "
+    "If it was lost, revoke it below and issue a new one."
+)
 
 # The policy form's fields typed as text (the networks and the two switches are the others).
 TEXT_FIELDS = (
@@ -282,6 +301,7 @@ async def _render(
             "may_manage": may_manage(signed_in),
             "networks": SUPPORTED_NETWORKS,
             "ttl_days": TOKEN_TTL_DAYS,
+            "nonce": secrets.token_urlsafe(16),
             "scopes": sorted(AGENT_SCOPES),
             "transaction_url": transaction_url,
             "usd": lambda atomic: format_usd(atomic, atomic=True),
@@ -369,11 +389,20 @@ async def _change_policy(visit: Visit) -> Response:
     return visit.redirect(f"{here}?done={'policy' if after != before else 'unchanged'}#policy")
 
 
+def token_id_for(key: bytes, *, member_id: str, agent_id: str, nonce: str) -> str:
+    """The id a token issued through one rendering of the form gets: the same nonce posted again
+    names the same token, which exists already, so nothing new is issued. Keyed, so a nonce
+    cannot be chosen to name someone else's token."""
+    mac = hmac.new(key, f"{member_id}\0{agent_id}\0{nonce}".encode(), hashlib.sha256)
+    return f"tok_{mac.hexdigest()[:20]}"
+
+
 def _issue(
     session: Session,
     signed_in: SignedIn,
     agent_id: str,
     *,
+    token_id: str,
     scopes: frozenset[Scope],
     ttl_seconds: int,
     label: str | None,
@@ -391,12 +420,14 @@ def _issue(
         created_by=signed_in.principal.actor,
         now=now,
         label=label,
+        token_id=token_id,
     )
 
 
 async def _issue_token(visit: Visit) -> Response:
     """A new token for the agent's MCP endpoint, shown in this answer only. Issuing widens what
-    can act for the agent, so it needs sudo mode."""
+    can act for the agent, so it needs sudo mode. The form's one-time nonce names the token, so
+    the same form posted again (a reload of this answer) issues nothing and says so."""
     form, refused = await _change_form(visit)
     if refused is not None:
         return refused
@@ -416,18 +447,31 @@ async def _issue_token(visit: Visit) -> Response:
     if errors:
         problem = "No token was issued: correct the choices marked below."
         return await _render(visit, agent_id, PageState(errors=errors, problem=problem), status=400)
+    nonce = _text(form, "nonce")
+    if nonce is None or not _NONCE.match(nonce):
+        return await _render(visit, agent_id, PageState(problem=STALE_FORM), status=400)
     if not await has_fresh_sudo(visit):
         return visit.redirect(sudo_url(here))
-    issued = await services.db.writing(
-        _issue,
-        visit.member,
-        agent_id,
-        scopes=frozenset(Scope(name) for name in chosen),
-        ttl_seconds=int(days) * 86_400,
-        label=label,
-        audience=services.settings.mcp_url,
-        now=services.clock.now(),
+    token_id = token_id_for(
+        services.settings.master.derive("paywarden token form"),
+        member_id=visit.member.member.id,
+        agent_id=agent_id,
+        nonce=nonce,
     )
+    try:
+        issued = await services.db.writing(
+            _issue,
+            visit.member,
+            agent_id,
+            token_id=token_id,
+            scopes=frozenset(Scope(name) for name in chosen),
+            ttl_seconds=int(days) * 86_400,
+            label=label,
+            audience=services.settings.mcp_url,
+            now=services.clock.now(),
+        )
+    except TokenAlreadyIssued:
+        return await _render(visit, agent_id, PageState(problem=_SHOWN_ALREADY), status=409)
     return await _render(visit, agent_id, PageState(issued=issued))
 
 

@@ -98,12 +98,19 @@ def _when(moment: datetime) -> str:
     return f"{moment.strftime('%Y-%m-%d %H:%M')} UTC"
 
 
-def outcome(approval: Approval, status: ApprovalStatus, decider: str | None) -> str | None:
-    """What became of an approval, as the page's heading says it."""
+def outcome(
+    approval: Approval, status: ApprovalStatus, decider: str | None, *, agent_disabled: bool = False
+) -> str | None:
+    """What became of an approval, as the page's heading says it. `agent_disabled`: its payment
+    was closed when the agent was disabled (the approval was then denied if still pending)."""
     who = decider or "a member"
     when = _when(approval.decided_at) if approval.decided_at is not None else None
     if status == ApprovalStatus.PENDING:
         return None
+    if agent_disabled and approval.decided_by is None:
+        return f"Denied when the agent was disabled at {when}: nothing was paid"
+    if agent_disabled:
+        return f"Approved by {who} at {when}, but the agent was disabled before it paid: nothing was paid"
     if status == ApprovalStatus.CONSUMED:
         return f"Approved by {who} at {when}: the payment was made"
     if status == ApprovalStatus.APPROVED:
@@ -117,7 +124,14 @@ def outcome(approval: Approval, status: ApprovalStatus, decider: str | None) -> 
     return "The agent asked again, and a newer approval replaced this one: nothing was paid under it"
 
 
-def _view(approval: Approval, agent: Agent, now: datetime, decider: str | None = None) -> ApprovalView:
+def _view(
+    approval: Approval,
+    agent: Agent,
+    now: datetime,
+    decider: str | None = None,
+    *,
+    agent_disabled: bool = False,
+) -> ApprovalView:
     status = approvals.effective_status(approval, now)
     expires_at = approvals.retry_deadline(approval) or approval.expires_at
     folded = len(approval.resource) > RESOURCE_SHOWN_AT_ONCE
@@ -147,7 +161,7 @@ def _view(approval: Approval, agent: Agent, now: datetime, decider: str | None =
         created_at=approval.created_at,
         expires_at=expires_at,
         minutes_left=max(0, int((expires_at - now).total_seconds() + 59) // 60),
-        outcome=outcome(approval, status, decider),
+        outcome=outcome(approval, status, decider, agent_disabled=agent_disabled),
     )
 
 
@@ -162,12 +176,14 @@ def _inbox_of(
         rows = approvals.pending_for_decider(session, principal, member=signed_in.member, now=now)
         return org, [_view(row, get_agent(session, principal, row.agent_id), now) for row in rows]
     rows = approvals.decided_for_decider(session, principal, member=signed_in.member)
+    ended = decisions.ended_by_disabling(session, principal, among=list(rows))
     return org, [
         _view(
             row,
             get_agent(session, principal, row.agent_id),
             now,
             approvals.decider_email(session, principal, row),
+            agent_disabled=row.id in ended,
         )
         for row in rows
     ]
@@ -206,7 +222,9 @@ def _approval_view(session: Session, signed_in: SignedIn, approval_id: str, now:
     principal = signed_in.principal
     approval = approvals.for_decider(session, principal, member=signed_in.member, approval_id=approval_id)
     decider = approvals.decider_email(session, principal, approval)
-    return _view(approval, get_agent(session, principal, approval.agent_id), now, decider)
+    ended = decisions.ended_by_disabling(session, principal, among=[approval])
+    agent = get_agent(session, principal, approval.agent_id)
+    return _view(approval, agent, now, decider, agent_disabled=approval.id in ended)
 
 
 async def show(visit: Visit) -> Response:
