@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -199,12 +200,12 @@ async def test_a_payment_reserved_before_disabling_is_not_sent_after_it(
     pin_payee(sqlite_db, url=seller.url("/premium"), pay_to=seller.pay_to)  # paid before: not held
     money = Money(test_usdc, seller, funded_wallet.address)
 
-    def disabled_while_signing(wallet: Wallet, master: MasterKey) -> Signer:
+    def disabled_while_signing(wallet: Wallet, master: MasterKey, **signing: Any) -> Signer:
         with sqlite_db.write() as session:
             decisions.set_agent_disabled(
                 session, OPERATOR, agent_id=setup.agent_id, disabled=True, now=SystemClock().now()
             )
-        return signer_for(wallet, master)
+        return signer_for(wallet, master, **signing)
 
     monkeypatch.setattr("server.payments.purchase.signer_for", disabled_while_signing)
     with anyio.fail_after(TEST_TIMEOUT_S):
