@@ -14,7 +14,7 @@ from server.audit.service import first_broken_link, record
 from server.kit.crypto import MasterKey
 from server.kit.db import Database
 from server.kit.migrations import alembic_config, current_revision, head_revision, upgrade
-from server.models import Agent, AuditEvent, Wallet
+from server.models import Agent, AuditEvent
 from server.vocabulary import WalletMode
 from tests.support.audit import add_plain_event, chain, drop_append_only_triggers, edit, rehash, remove
 from tests.support.cli import run_cli
@@ -153,16 +153,18 @@ def test_paywarden_migrate_upgrades_a_database_set_up_before_keys_were_checked(d
     with db.write() as session:
         session.add(Agent(id="agt_legacy", org_id=acme, name="bot", network="eip155:84532", created_at=THEN))
         session.flush()
-        session.add(
-            Wallet(
-                id="wal_legacy",
-                org_id=acme,
-                agent_id="agt_legacy",
-                mode=WalletMode.LOCAL_KEY,
-                address="0x2c7536E3605D9C16a7a3D7b1898e529396a65c23",
-                sealed_secret=sealed,
-                created_at=THEN,
-            )
+        session.execute(  # the columns the table had then
+            text(
+                "INSERT INTO wallets (id, org_id, agent_id, mode, address, sealed_secret, created_at) "
+                "VALUES ('wal_legacy', :org, 'agt_legacy', :mode, :address, :sealed, :created_at)"
+            ),
+            {
+                "org": acme,
+                "mode": str(WalletMode.LOCAL_KEY),
+                "address": "0x2c7536E3605D9C16a7a3D7b1898e529396a65c23",
+                "sealed": sealed,
+                "created_at": THEN,
+            },
         )
     refused = run_cli(db.url, "migrate", master_key=MasterKey(b"\x08" * 32).encode())
     assert refused.exit_code == 2
