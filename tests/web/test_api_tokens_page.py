@@ -10,10 +10,10 @@ import re
 import httpx
 import pytest
 
-from auth.tokens import live_tokens
+from auth.tokens import find_by_secret, live_tokens
 from server.kit.db import Database
 from server.vocabulary import Role
-from tests.support.oauth import Person
+from tests.support.oauth import Person, csrf_of
 from tests.support.org_pages import clock, colleague, owner, post_form, server, text_of
 from tests.support.paywarden import RunningServer
 from tests.support.principals import OPERATOR
@@ -22,14 +22,23 @@ __all__ = ["clock", "owner", "server"]  # fixtures
 PAGE = "/admin/api-tokens"
 ISSUE = {"label": "nightly export", "access": "read", "ttl_days": "30"}
 SECRET = re.compile(r'<p class="code full" id="issued-token">([^<]+)</p>')
+NONCE = re.compile(r'<input type="hidden" name="nonce" value="([A-Za-z0-9_-]{22})">')
 
 
-def _token_ids(server: RunningServer, db: Database, org_id: str, *, agents: bool = False) -> set[str]:
-    """The organisation's tokens that still work at the server's time: for the admin API, or with
-    `agents` its agents' tokens."""
+def _issue(person: Person, fields: dict[str, str]) -> httpx.Response:
+    """The issue form posted as the browser posts it: with the CSRF token and the one-time nonce
+    of the page it was rendered on."""
+    page = person.browser.get(PAGE).text
+    nonce = NONCE.search(page)
+    assert nonce is not None
+    return person.browser.http.post(PAGE, data={"csrf": csrf_of(page), "nonce": nonce.group(1), **fields})
+
+
+def _token_ids(server: RunningServer, db: Database, org_id: str) -> set[str]:
+    """The organisation's tokens for the admin API that still work at the server's time."""
     with db.read() as session:
         found = live_tokens(session, OPERATOR, org_id=org_id, now=server.clock.now())
-    return {live.row.id for live in found if (live.row.agent_id is not None) == agents}
+    return {live.row.id for live in found if live.row.agent_id is None}
 
 
 def _api(server: RunningServer, token: str) -> httpx.Response:
@@ -39,7 +48,7 @@ def _api(server: RunningServer, token: str) -> httpx.Response:
 def test_issuing_waits_for_sudo_and_issues_nothing_before(
     server: RunningServer, sqlite_db: Database, owner: Person
 ) -> None:
-    answer = post_form(owner, PAGE, PAGE, ISSUE)
+    answer = _issue(owner, ISSUE)
     assert answer.status_code == 303
     assert answer.headers["location"] == "/account/sudo?next=%2Fadmin%2Fapi-tokens"
     assert _token_ids(server, sqlite_db, owner.agent.org_id) == set()
@@ -49,7 +58,7 @@ def test_a_token_is_shown_once_opens_the_admin_api_and_stops_when_revoked(
     server: RunningServer, sqlite_db: Database, owner: Person
 ) -> None:
     owner.browser.sudo(PAGE)
-    issued = post_form(owner, PAGE, PAGE, {**ISSUE, "access": "write"})
+    issued = _issue(owner, {**ISSUE, "access": "write"})
     assert issued.status_code == 200, issued.text
     assert issued.headers["cache-control"] == "no-store"
     found = SECRET.search(issued.text)
@@ -85,7 +94,7 @@ def test_a_bad_choice_is_refused_beside_its_field(
     server: RunningServer, sqlite_db: Database, owner: Person, field: str, value: str, message: str
 ) -> None:
     owner.browser.sudo(PAGE)
-    refused = post_form(owner, PAGE, PAGE, {**ISSUE, field: value})
+    refused = _issue(owner, {**ISSUE, field: value})
     assert refused.status_code == 400
     assert message in text_of(refused)
     assert "No token was issued: correct the choices marked below." in text_of(refused)
@@ -98,7 +107,7 @@ def test_only_an_owner_issues_or_revokes(
     server: RunningServer, sqlite_db: Database, owner: Person, role: Role
 ) -> None:
     owner.browser.sudo(PAGE)
-    secret_page = post_form(owner, PAGE, PAGE, ISSUE)
+    secret_page = _issue(owner, ISSUE)
     assert secret_page.status_code == 200
     (token_id,) = _token_ids(server, sqlite_db, owner.agent.org_id)
     other = colleague(server, sqlite_db, owner, role)
@@ -127,11 +136,14 @@ def test_an_agent_token_or_another_organisations_cannot_be_revoked_here(
     stranger = enrolled_person(server, sqlite_db)
     try:
         stranger.browser.sudo(PAGE)
-        assert post_form(stranger, PAGE, PAGE, ISSUE).status_code == 200
+        assert _issue(stranger, ISSUE).status_code == 200
         (theirs,) = _token_ids(server, sqlite_db, stranger.agent.org_id)
     finally:
         stranger.browser.close()
-    (agent_token,) = _token_ids(server, sqlite_db, owner.agent.org_id, agents=True)
+    with sqlite_db.read() as session:
+        row = find_by_secret(session, owner.agent.token)
+        assert row is not None
+        agent_token = row.id
     for token_id in (theirs, agent_token):
         answer = post_form(owner, PAGE, f"{PAGE}/{token_id}/revoke")
         assert answer.status_code == 404, token_id
@@ -146,3 +158,25 @@ def test_a_post_without_its_csrf_token_is_refused(
     answer = owner.browser.http.post(PAGE, data=ISSUE)
     assert answer.status_code == 403
     assert _token_ids(server, sqlite_db, owner.agent.org_id) == set()
+
+
+def test_the_same_form_posted_again_issues_nothing_more(
+    server: RunningServer, sqlite_db: Database, owner: Person
+) -> None:
+    """A reload of the answer that showed the secret posts the same form, nonce and all."""
+    owner.browser.sudo(PAGE)
+    page = owner.browser.get(PAGE).text
+    nonce = NONCE.search(page)
+    assert nonce is not None
+    form = {"csrf": csrf_of(page), "nonce": nonce.group(1), **ISSUE}
+    first = owner.browser.http.post(PAGE, data=form)
+    assert first.status_code == 200
+    again = owner.browser.http.post(PAGE, data=form)
+    assert again.status_code == 409
+    assert "already issued and shown once" in text_of(again)
+    assert SECRET.search(again.text) is None
+    assert len(_token_ids(server, sqlite_db, owner.agent.org_id)) == 1
+    stale = owner.browser.http.post(PAGE, data={**form, "nonce": "not-a-nonce"})
+    assert stale.status_code == 400
+    assert "this form is out of date" in text_of(stale)
+    assert len(_token_ids(server, sqlite_db, owner.agent.org_id)) == 1

@@ -8,10 +8,6 @@ first: `/account/sudo?next=` this page."""
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import re
-import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -49,19 +45,13 @@ from server.vocabulary import SUPPORTED_NETWORKS, Role
 from server.wallets.service import active_wallet
 from server.web.pages.common import PageHandler, Visit
 from server.web.pages.sudo import has_fresh_sudo, sudo_url
+from server.web.pages.token_forms import SHOWN_ALREADY, STALE_FORM, is_nonce, new_nonce, token_id_for
 
 PATH = "/admin/agents"
 RECENT_PAYMENTS = 20
 BALANCE_TIMEOUT_S = 3.0
 MANAGERS = frozenset({Role.OWNER, Role.ADMIN})
 TOKEN_TTL_DAYS = (1, 7, 30, 90, 365)
-# The token form's one-time nonce (secrets.token_urlsafe(16)), rendered with the form.
-_NONCE = re.compile(r"^[A-Za-z0-9_-]{22}$")
-STALE_FORM = "No token was issued: this form is out of date. Reload the page and try again."
-_SHOWN_ALREADY = (
-    "This token was already issued and shown once, so it is not shown again and no other was issued. "
-    "If it was lost, revoke it below and issue a new one."
-)
 
 # The policy form's fields typed as text (the networks and the two switches are the others).
 TEXT_FIELDS = (
@@ -301,7 +291,7 @@ async def _render(
             "may_manage": may_manage(signed_in),
             "networks": SUPPORTED_NETWORKS,
             "ttl_days": TOKEN_TTL_DAYS,
-            "nonce": secrets.token_urlsafe(16),
+            "nonce": new_nonce(),
             "scopes": sorted(AGENT_SCOPES),
             "transaction_url": transaction_url,
             "usd": lambda atomic: format_usd(atomic, atomic=True),
@@ -389,14 +379,6 @@ async def _change_policy(visit: Visit) -> Response:
     return visit.redirect(f"{here}?done={'policy' if after != before else 'unchanged'}#policy")
 
 
-def token_id_for(key: bytes, *, member_id: str, agent_id: str, nonce: str) -> str:
-    """The id a token issued through one rendering of the form gets: the same nonce posted again
-    names the same token, which exists already, so nothing new is issued. Keyed, so a nonce
-    cannot be chosen to name someone else's token."""
-    mac = hmac.new(key, f"{member_id}\0{agent_id}\0{nonce}".encode(), hashlib.sha256)
-    return f"tok_{mac.hexdigest()[:20]}"
-
-
 def _issue(
     session: Session,
     signed_in: SignedIn,
@@ -448,15 +430,13 @@ async def _issue_token(visit: Visit) -> Response:
         problem = "No token was issued: correct the choices marked below."
         return await _render(visit, agent_id, PageState(errors=errors, problem=problem), status=400)
     nonce = _text(form, "nonce")
-    if nonce is None or not _NONCE.match(nonce):
+    if not is_nonce(nonce):
         return await _render(visit, agent_id, PageState(problem=STALE_FORM), status=400)
     if not await has_fresh_sudo(visit):
         return visit.redirect(sudo_url(here))
+    assert nonce is not None  # is_nonce
     token_id = token_id_for(
-        services.settings.master.derive("paywarden token form"),
-        member_id=visit.member.member.id,
-        agent_id=agent_id,
-        nonce=nonce,
+        services.settings.master, member_id=visit.member.member.id, subject=agent_id, nonce=nonce
     )
     try:
         issued = await services.db.writing(
@@ -471,7 +451,7 @@ async def _issue_token(visit: Visit) -> Response:
             now=services.clock.now(),
         )
     except TokenAlreadyIssued:
-        return await _render(visit, agent_id, PageState(problem=_SHOWN_ALREADY), status=409)
+        return await _render(visit, agent_id, PageState(problem=SHOWN_ALREADY), status=409)
     return await _render(visit, agent_id, PageState(issued=issued))
 
 

@@ -3,7 +3,8 @@
 Owners issue them (a read token, `admin:read`, or a read-and-write one, `admin:write`) and revoke
 them; everyone else sees the list and the forms disabled. Issuing widens what can act for the
 organisation, so it needs sudo mode; the secret is in the answer to the issuing request only (only
-its hash is stored). Revoking never waits.
+its hash is stored), and the form's one-time nonce names the token, so the same form posted again
+issues nothing. Revoking never waits.
 """
 
 from __future__ import annotations
@@ -18,10 +19,19 @@ from starlette.responses import Response
 
 from auth.scopes import Scope
 from auth.sessions import SignedIn
-from auth.tokens import IssuedToken, LiveToken, TokenNotFound, issue_access_token, live_tokens, revoke_token
+from auth.tokens import (
+    IssuedToken,
+    LiveToken,
+    TokenAlreadyIssued,
+    TokenNotFound,
+    issue_access_token,
+    live_tokens,
+    revoke_token,
+)
 from server.web.pages.authority import may_change_settings, refused
 from server.web.pages.common import Visit
 from server.web.pages.sudo import has_fresh_sudo, sudo_url
+from server.web.pages.token_forms import SHOWN_ALREADY, STALE_FORM, is_nonce, new_nonce, token_id_for
 
 PATH = "/admin/api-tokens"
 ACCESS = {"read": Scope.ADMIN_READ, "write": Scope.ADMIN_WRITE}
@@ -56,6 +66,7 @@ async def _render(visit: Visit, state: PageState | None = None, *, status: int =
         "ttl_days": TTL_DAYS,
         "api_url": f"{services.settings.public_url}/api/v1",
         "issued": state.issued,
+        "nonce": new_nonce(),
         "errors": state.errors,
         "problem": state.problem,
         "notice": DONE.get(visit.request.query_params.get("done", "")),
@@ -96,6 +107,7 @@ def _issue(
     session: Session,
     signed_in: SignedIn,
     *,
+    token_id: str,
     scope: Scope,
     ttl_days: int,
     label: str | None,
@@ -112,6 +124,7 @@ def _issue(
         created_by=signed_in.principal.actor,
         now=now,
         label=label,
+        token_id=token_id,
     )
 
 
@@ -123,18 +136,28 @@ async def issue(visit: Visit) -> Response:
     if errors:
         problem = "No token was issued: correct the choices marked below."
         return await _render(visit, PageState(errors=errors, problem=problem), status=400)
+    nonce = str(form.get("nonce", ""))
+    if not is_nonce(nonce):
+        return await _render(visit, PageState(problem=STALE_FORM), status=400)
     if not await has_fresh_sudo(visit):
         return visit.redirect(sudo_url(PATH))
     services = visit.services
-    issued = await services.db.writing(
-        _issue,
-        visit.member,
-        scope=ACCESS[str(form["access"])],
-        ttl_days=int(str(form["ttl_days"])),
-        label=label,
-        audience=services.settings.admin_api_audience,
-        now=services.clock.now(),
-    )
+    signed_in = visit.member
+    try:
+        issued = await services.db.writing(
+            _issue,
+            signed_in,
+            token_id=token_id_for(
+                services.settings.master, member_id=signed_in.member.id, subject="admin-api", nonce=nonce
+            ),
+            scope=ACCESS[str(form["access"])],
+            ttl_days=int(str(form["ttl_days"])),
+            label=label,
+            audience=services.settings.admin_api_audience,
+            now=services.clock.now(),
+        )
+    except TokenAlreadyIssued:
+        return await _render(visit, PageState(problem=SHOWN_ALREADY), status=409)
     return await _render(visit, PageState(issued=issued))
 
 
