@@ -110,7 +110,7 @@ class Budget:
     day_resets_at: datetime
     findings: list[OutOfPolicyFinding]  # out-of-policy movements of the last seven days
     wallet: Wallet | None  # the wallet the agent pays from
-    day_cap_atomic: int  # the most one day's payments can take under every cap (see below)
+    day_cap_atomic: int  # the most one day's payments can take (day_cap_atomic below)
 
     @property
     def remaining_today_usd(self) -> Decimal:
@@ -176,6 +176,12 @@ def _limits(
     return limits
 
 
+def day_cap_atomic(agent: Agent, policy: Policy, rules: list[Rule], *, now: datetime) -> int:
+    """The most one day's payments can take: every cap that bounds them all counts a day or
+    longer, so it is the tightest of them. A wallet holding less may fail a payment they allow."""
+    return min(limit.cap_atomic for limit in _limits(agent, policy, rules, 0, {}, now))
+
+
 def budget(session: Session, principal: Principal, *, agent_id: str, now: datetime) -> Budget:
     agent, policy = agent_with_policy(session, principal, agent_id)
     rules = rules_for_agent(session, agent, now=now)
@@ -197,9 +203,7 @@ def budget(session: Session, principal: Principal, *, agent_id: str, now: dateti
     return Budget(
         agent=agent,
         wallet=active_wallet(session, agent),
-        # Every cap that bounds all payments counts a day or longer, so the tightest of them is
-        # the most one day can spend: a wallet holding less may fail a payment the caps allow.
-        day_cap_atomic=min(limit.cap_atomic for limit in limits),
+        day_cap_atomic=min(limit.cap_atomic for limit in limits),  # as day_cap_atomic() says
         policy=policy,
         spent_today_atomic=usage.spent_today_atomic,
         effective=min(limits, key=lambda limit: limit.remaining_atomic),

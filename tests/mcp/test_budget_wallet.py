@@ -55,7 +55,11 @@ async def test_the_wallet_balance_is_the_chains_and_warns_below_a_days_caps(
         # Pays on two networks; only Base Sepolia has an RPC here.
         change_policy(sqlite_db, rich.agent_id, PolicyChanges(networks=(BASE_SEPOLIA, BASE)))
         short = make_agent(
-            sqlite_db, server.settings, allow_hosts=["api.example.com"], daily_cap="20.00", wallet_key=short_key
+            sqlite_db,
+            server.settings,
+            allow_hosts=["api.example.com"],
+            daily_cap="20.00",
+            wallet_key=short_key,
         )
         bare = make_agent(sqlite_db, server.settings, allow_hosts=["api.example.com"])
 

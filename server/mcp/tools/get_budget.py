@@ -33,9 +33,7 @@ DESCRIPTION = (
 async def _budget_of(services: Services, principal: Principal) -> dict[str, Any]:
     """The budget from the database, then the wallet's balances (at most BALANCE_TIMEOUT_S more)."""
     assert principal.agent_id is not None
-    view = await services.db.reading(
-        budget, principal, agent_id=principal.agent_id, now=services.clock.now()
-    )
+    view = await services.db.reading(budget, principal, agent_id=principal.agent_id, now=services.clock.now())
     balances: list[NetworkBalance] = []
     if view.wallet is not None:
         balances = await wallet_balances(
