@@ -15,7 +15,7 @@ from auth.principal import Principal
 from server.catalog.service import listed_hosts
 from server.kit.clock import next_utc_midnight
 from server.kit.money import atomic_to_usd, usd_to_atomic
-from server.models import Agent, OutOfPolicyFinding
+from server.models import Agent, OutOfPolicyFinding, Wallet
 from server.payments.settlement.watch import recent_findings
 from server.payments.usage import usage_for
 from server.policy.engine import host_allowed, via_catalog
@@ -25,6 +25,7 @@ from server.policy.rules import Rule
 from server.policy.windows import window_end
 from server.tenancy.service import agent_with_policy
 from server.vocabulary import RuleKind, RuleScope, RuleWindow
+from server.wallets.service import active_wallet
 
 WARNING_LEVEL = Decimal("0.8")
 
@@ -108,6 +109,8 @@ class Budget:
     catalog_hosts: list[str]
     day_resets_at: datetime
     findings: list[OutOfPolicyFinding]  # out-of-policy movements of the last seven days
+    wallet: Wallet | None  # the wallet the agent pays from
+    day_cap_atomic: int  # the most one day's payments can take (day_cap_atomic below)
 
     @property
     def remaining_today_usd(self) -> Decimal:
@@ -173,6 +176,12 @@ def _limits(
     return limits
 
 
+def day_cap_atomic(agent: Agent, policy: Policy, rules: list[Rule], *, now: datetime) -> int:
+    """The most one day's payments can take: every cap that bounds them all counts a day or
+    longer, so it is the tightest of them. A wallet holding less may fail a payment they allow."""
+    return min(limit.cap_atomic for limit in _limits(agent, policy, rules, 0, {}, now))
+
+
 def budget(session: Session, principal: Principal, *, agent_id: str, now: datetime) -> Budget:
     agent, policy = agent_with_policy(session, principal, agent_id)
     rules = rules_for_agent(session, agent, now=now)
@@ -193,6 +202,8 @@ def budget(session: Session, principal: Principal, *, agent_id: str, now: dateti
     ]
     return Budget(
         agent=agent,
+        wallet=active_wallet(session, agent),
+        day_cap_atomic=min(limit.cap_atomic for limit in limits),  # as day_cap_atomic() says
         policy=policy,
         spent_today_atomic=usage.spent_today_atomic,
         effective=min(limits, key=lambda limit: limit.remaining_atomic),

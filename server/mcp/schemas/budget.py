@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from server.mcp.schemas.common import dollars, timestamp, usd, usd_or_none
 from server.models import OutOfPolicyFinding
 from server.payments.budget import Budget, CapLevel, Limit, LimitedBy, MemberCap, RuleUse
+from server.payments.wallet_health import BalanceUnknown, LowBalance, NetworkBalance, low_balances
 from server.vocabulary import FindingKind, RuleScope, RuleSource, RuleWindow
 
 
@@ -62,6 +64,27 @@ class Warning(BaseModel):
     detectedAt: str
 
 
+class LowBalanceWarning(BaseModel):
+    """The wallet holds less on a network than one day of the agent's caps."""
+
+    code: Literal["wallet_low_balance"]
+    network: str
+    wallet: str
+    balanceUsd: str
+    dayCapUsd: str
+
+
+class NetworkBalanceResult(BaseModel):
+    network: str
+    balanceUsd: str | None  # null when the chain did not answer (see reason)
+    reason: BalanceUnknown | None
+
+
+class WalletResult(BaseModel):
+    address: str
+    balances: list[NetworkBalanceResult]
+
+
 class BudgetResult(BaseModel):
     agentId: str
     spentTodayUsd: str
@@ -81,7 +104,8 @@ class BudgetResult(BaseModel):
     asset: str
     dayResetsAt: str
     policyVersion: int
-    warnings: list[Warning] = []
+    wallet: WalletResult | None = None
+    warnings: list[Annotated[LowBalanceWarning | Warning, Field(discriminator="code")]] = []
 
 
 def effective_cap(limit: Limit) -> EffectiveCap:
@@ -140,8 +164,39 @@ def warning(finding: OutOfPolicyFinding) -> Warning:
     )
 
 
-def budget(view: Budget) -> dict[str, Any]:
+def low_balance_warning(low: LowBalance, *, wallet: str) -> LowBalanceWarning:
+    return LowBalanceWarning(
+        code="wallet_low_balance",
+        network=low.network,
+        wallet=wallet,
+        balanceUsd=usd(low.balance_atomic),
+        dayCapUsd=usd(low.day_cap_atomic),
+    )
+
+
+def wallet_result(address: str, balances: Sequence[NetworkBalance]) -> WalletResult:
+    return WalletResult(
+        address=address,
+        balances=[
+            NetworkBalanceResult(
+                network=entry.network,
+                balanceUsd=None if entry.balance_atomic is None else usd(entry.balance_atomic),
+                reason=entry.reason,
+            )
+            for entry in balances
+        ],
+    )
+
+
+def budget(view: Budget, balances: Sequence[NetworkBalance] = ()) -> dict[str, Any]:
+    """The result; `balances`, the wallet's balance per network (none read: no wallet shown)."""
     policy = view.policy
+    wallet = view.wallet
+    warnings: list[LowBalanceWarning | Warning] = []
+    if wallet is not None:
+        lows = low_balances(balances, day_cap_atomic=view.day_cap_atomic)
+        warnings += [low_balance_warning(low, wallet=wallet.address) for low in lows]
+    warnings += [warning(finding) for finding in view.findings]
     result = BudgetResult(
         agentId=view.agent.id,
         spentTodayUsd=usd(view.spent_today_atomic),
@@ -160,7 +215,8 @@ def budget(view: Budget) -> dict[str, Any]:
         asset="USDC",
         dayResetsAt=timestamp(view.day_resets_at),
         policyVersion=policy.version,
-        warnings=[warning(finding) for finding in view.findings],
+        wallet=None if wallet is None else wallet_result(wallet.address, balances),
+        warnings=warnings,
     )
     if view.scope_limits:
         result.scopeLimits = [

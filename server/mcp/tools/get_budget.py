@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, ToolAnnotations
-from sqlmodel import Session
 
 from auth.principal import Principal
 from auth.scopes import Scope
@@ -18,20 +16,33 @@ from server.mcp.registry import ToolRegistry
 from server.mcp.schemas import budget as schema
 from server.mcp.schemas.budget import BudgetResult
 from server.payments.budget import budget
+from server.payments.wallet_health import NetworkBalance, wallet_balances
 from server.services import Services
 
 DESCRIPTION = (
     "Return this agent's budget for today (UTC): spent, daily cap, what remains, the maximum per "
     "payment, the approval threshold, allowed and catalog hosts, network and when the day resets; "
     "what each spending rule of the agent, its team, its person and its organisation leaves "
-    "(ruleLimits, scopeLimits, member) and the tightest of them all (effectiveCap); and warnings "
-    "about money that left the agent's wallet outside any payment Paywarden allowed. Call it before "
-    "paying for something."
+    "(ruleLimits, scopeLimits, member) and the tightest of them all (effectiveCap); the wallet's "
+    "USDC balance on each network (wallet); and warnings: a wallet holding less than one day of "
+    "the caps, and money that left the agent's wallet outside any payment Paywarden allowed. Call "
+    "it before paying for something."
 )
 
 
-def _budget_of(session: Session, principal: Principal, *, agent_id: str, now: datetime) -> dict[str, Any]:
-    return schema.budget(budget(session, principal, agent_id=agent_id, now=now))
+async def _budget_of(services: Services, principal: Principal) -> dict[str, Any]:
+    """The budget from the database, then the wallet's balances (at most BALANCE_TIMEOUT_S more)."""
+    assert principal.agent_id is not None
+    view = await services.db.reading(budget, principal, agent_id=principal.agent_id, now=services.clock.now())
+    balances: list[NetworkBalance] = []
+    if view.wallet is not None:
+        balances = await wallet_balances(
+            services.chain,
+            services.settings.usdc_address,
+            owner=view.wallet.address,
+            networks=view.policy.networks,
+        )
+    return schema.budget(view, balances)
 
 
 def register(mcp: ToolRegistry, services: Services) -> None:
@@ -46,10 +57,6 @@ def register(mcp: ToolRegistry, services: Services) -> None:
     async def get_budget(ctx: Context) -> Annotated[CallToolResult, BudgetResult]:
         try:
             principal = principal_for(ctx, Scope.PAYMENTS_READ)
-            assert principal.agent_id is not None
-            answer = await services.db.reading(
-                _budget_of, principal, agent_id=principal.agent_id, now=services.clock.now()
-            )
-            return ok_result(answer)
+            return ok_result(await _budget_of(services, principal))
         except Exception as exc:
             return to_tool_error(exc, tool="get_budget")

@@ -34,6 +34,7 @@ from server.kit.money import format_usd
 from server.kit.networks import address_url, transaction_url
 from server.models import Agent, OutOfPolicyFinding, PaymentIntent, Wallet
 from server.payments import ledger
+from server.payments.budget import day_cap_atomic
 from server.payments.decisions import set_agent_disabled
 from server.payments.settlement.watch import recent_findings
 from server.policy.model import Policy
@@ -103,20 +104,23 @@ class AgentView:
     payments: list[PaymentIntent]
     findings: list[OutOfPolicyFinding]
     tokens: list[LiveToken]
+    day_cap_atomic: int  # the most one day's payments can take: less in the wallet is a warning
 
 
 def _agent_view(session: Session, signed_in: SignedIn, agent_id: str, now: datetime) -> AgentView:
     """Everything the page shows of the agent but its balance (that is the chain's to say)."""
     principal = signed_in.principal
     agent, policy = agent_with_policy(session, principal, agent_id)
+    rules = rules_for_agent(session, agent, now=now)
     return AgentView(
         agent=agent,
         policy=policy,
-        rules=rules_for_agent(session, agent, now=now),
+        rules=rules,
         wallet=active_wallet(session, agent),
         payments=ledger.newest(session, principal, agent_id=agent.id, limit=RECENT_PAYMENTS, status=None),
         findings=recent_findings(session, principal, agent_id=agent.id, now=now),
         tokens=live_tokens(session, principal, org_id=agent.org_id, agent_id=agent.id, now=now),
+        day_cap_atomic=day_cap_atomic(agent, policy, rules, now=now),
     )
 
 
@@ -284,6 +288,8 @@ async def _render(
             "view": view,
             "agent_url": agent_url(view.agent.id),
             "balance": None if balance is None else format_usd(balance, atomic=True),
+            "low_balance": balance is not None and balance < view.day_cap_atomic,
+            "day_cap": format_usd(view.day_cap_atomic, atomic=True),
             "wallet_url": address_url(view.agent.network, view.wallet.address) if view.wallet else None,
             "values": state.values or form_values(view.policy),
             "errors": state.errors,
