@@ -442,6 +442,16 @@ class PaymentIntent(SQLModel, table=True):
     # deep, stamped at or past validBefore, as of which the token said the nonce was unused.
     lapse_block: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
     lapse_block_time: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    # The receipt: what was agreed and what came back, never the body itself. `terms_sha256` is
+    # the SHA-256 of the paid `accepts` entry as canonical JSON; the body's digest and size are
+    # of the bytes as received (`body_truncated` when they are not all the seller meant to send);
+    # `payment_response` is the seller's settlement header as received, a claim, never proof.
+    terms_sha256: str | None = Field(default=None, max_length=64)
+    body_sha256: str | None = Field(default=None, max_length=64)
+    body_bytes: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    body_truncated: bool | None = None
+    content_type: str | None = Field(default=None, max_length=80)
+    payment_response: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
 
 
 class Approval(SQLModel, table=True):

@@ -1,21 +1,52 @@
-"""Reading a seller's answer to a paid request: its settlement claim and its own explanation.
+"""Reading a seller's answer to a paid request: its settlement claim, its own explanation, and
+what the payment keeps of it as its receipt.
 
-Both are claims, never proof: `settled` comes only from the chain. The explanation is the
-seller's words, untrusted text that is only ever shown fenced.
+All are claims, never proof: `settled` comes only from the chain. The explanation is the
+seller's words, untrusted text that is only ever shown fenced. The receipt keeps the body's
+SHA-256, size and media type, never the body.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+from typing import Any
 
+from server.payments.results import media_type
 from server.sellers.client import SellerResponse
 from server.x402.challenge import Challenge, ChallengeError, decode_payment_required
 from server.x402.headers import PAYMENT_REQUIRED, PAYMENT_RESPONSE, X_PAYMENT_RESPONSE
 from server.x402.receipt import SettlementReceipt, decode_payment_response
 
 MAX_REASON_CHARS = 500
+# The seller's settlement header is kept as received, up to this many characters (a real one is a
+# few hundred): enough to show what it claimed, bounded whatever it sends.
+MAX_PAYMENT_RESPONSE_CHARS = 4096
 MAX_JSON_ERROR_BYTES = 32 * 1024
 _ERROR_KEYS = ("error", "errorReason", "errorMessage", "message", "detail", "reason")
+
+
+def settlement_header(response: SellerResponse, challenge: Challenge) -> str | None:
+    """The seller's settlement header as received, of the challenge's protocol version (bounded)."""
+    names = (X_PAYMENT_RESPONSE, PAYMENT_RESPONSE) if challenge.x402_version == 1 else (PAYMENT_RESPONSE,)
+    for name in names:
+        value = response.headers.get(name)
+        if value:
+            return str(value)[:MAX_PAYMENT_RESPONSE_CHARS]
+    return None
+
+
+def kept_of(response: SellerResponse, challenge: Challenge) -> dict[str, Any]:
+    """What the payment keeps of the seller's answer, as intent fields: the digest and size of the
+    body as received (incomplete when cut at the cap or broken off), its media type, and the
+    settlement header. The body itself is never kept."""
+    return {
+        "body_sha256": hashlib.sha256(response.body).hexdigest(),
+        "body_bytes": len(response.body),
+        "body_truncated": response.truncated or response.body_error is not None,
+        "content_type": media_type(response.content_type),
+        "payment_response": settlement_header(response, challenge),
+    }
 
 
 def receipt_of(response: SellerResponse, challenge: Challenge) -> SettlementReceipt | None:

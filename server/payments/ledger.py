@@ -9,6 +9,7 @@ that same intent, after deciding again, in one such transaction too.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
@@ -21,6 +22,7 @@ from server.approvals import service as approvals
 from server.audit.service import record as audit
 from server.kit.db import lock_org
 from server.kit.ids import new_id
+from server.kit.jsonutil import canonical
 from server.kit.money import format_usd, usd_to_atomic
 from server.models import Agent, Approval, PaymentIntent
 from server.payments.errors import AgentDisabled, ApprovalMismatch, IllegalTransition, PaymentNotFound
@@ -34,6 +36,7 @@ from server.policy.rules import Rule
 from server.policy.service import current_policy
 from server.tenancy.service import disabled_now
 from server.vocabulary import ApprovalStatus, HoldReason, IntentStatus, Origin, WalletMode
+from server.x402.challenge import Offer
 from server.x402.selection import Selection
 from server.x402.transfer_authorization import derive_nonce, validity_window
 
@@ -133,9 +136,15 @@ def decide(session: Session, *, agent: Agent, facts: PurchaseFacts, now: datetim
     return standing(session, agent=agent, now=now).judge(facts.payment(), context)
 
 
+def terms_digest(offer: Offer) -> str:
+    """The SHA-256 of an `accepts` entry as canonical JSON: the terms a payment agreed to."""
+    return hashlib.sha256(canonical(offer.raw).encode()).hexdigest()
+
+
 def _authorize(intent: PaymentIntent, *, facts: PurchaseFacts, now: datetime) -> None:
     if facts.wallet_mode is None:
         raise IllegalTransition(detail="an intent is authorised only with a wallet")
+    intent.terms_sha256 = terms_digest(facts.selection.offer)  # the terms now paid
     valid_after, valid_before = validity_window(int(now.timestamp()), facts.selection.max_timeout_seconds)
     intent.payer = facts.payer
     intent.wallet_mode = facts.wallet_mode
@@ -176,6 +185,7 @@ def _new_intent(
         policy_version=decision.policy_version,
         decision=record,
         wallet_mode=facts.wallet_mode,
+        terms_sha256=terms_digest(selection.offer),
         created_at=now,
         authorized_at=None,
         updated_at=now,

@@ -38,7 +38,7 @@ from server.kit.errors import PaywardenError
 from server.kit.stopping import Stopping, calls_grace_seconds
 from server.models import Agent, Approval, PaymentIntent, Wallet
 from server.payments import ledger
-from server.payments.answer import receipt_of, seller_reason
+from server.payments.answer import kept_of, receipt_of, seller_reason
 from server.payments.errors import (
     AgentDisabled,
     AmountExceedsMax,
@@ -481,6 +481,7 @@ class PurchaseService:
     ) -> PaidOutcome:
         receipt = receipt_of(response, challenge)
         claimed = receipt.transaction if receipt else None
+        kept = kept_of(response, challenge)  # kept whether the seller served or not
         now = self._clock.now()
         served = 200 <= response.status < 300 and not (receipt is not None and not receipt.success)
         if served:
@@ -494,6 +495,7 @@ class PurchaseService:
                     seller_status=response.status,
                     seller_tx_hash=claimed,
                     completed_at=now,
+                    **kept,
                 )
             except SQLAlchemyError:
                 # The seller served and was paid; only our record of it failed. Say so, no more.
@@ -524,6 +526,7 @@ class PurchaseService:
                 failure_code=code,
                 seller_reason=reason,
                 completed_at=now,
+                **kept,
             )
         except SQLAlchemyError:
             log.exception("could not record the failed receipt of intent %s", intent.id)

@@ -9,6 +9,7 @@ For every scenario: the exact error code (or result), how many signed payments t
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -31,6 +32,7 @@ from tests.support.hostile_seller import (  # noqa: F401 (pytest finds fixtures 
     CANARY,
     FAKE_TX,
     HUGE_BYTES,
+    INJECTION,
     PRICE,
     HostileSeller,
     fixture_hostile_seller,
@@ -41,6 +43,13 @@ from tests.support.tenants import AgentSetup, change_policy, make_agent, pin_pay
 pytestmark = [pytest.mark.anyio, pytest.mark.chain]
 
 MAX_BODY = 65_536
+
+
+def terms_of(offer: dict[str, Any]) -> str:
+    """The SHA-256 of an accepts entry as canonical JSON (sorted keys, no spaces)."""
+    return hashlib.sha256(json.dumps(offer, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
 FETCH_TIMEOUT_MS = 3000
 
 
@@ -264,7 +273,26 @@ async def test_a_settlement_reported_failed_is_rejected_by_the_seller(
     assert error["httpStatus"] == 200
     assert_fenced_only(result)
     assert hostile_seller.signatures(path) == 1
-    assert intent(db, error["intentId"]).status == "failed"
+    row = intent(db, error["intentId"])
+    assert row.status == "failed"
+    # Failed after sending, the payment still keeps what came back: the body's digest (never the
+    # body), its size and type, the settlement header as received, and the terms it paid.
+    served = json.dumps({"data": INJECTION}).encode()
+    assert (row.body_sha256, row.body_bytes, row.body_truncated) == (
+        hashlib.sha256(served).hexdigest(),
+        len(served),
+        False,
+    )
+    assert row.content_type == "application/json"
+    assert row.payment_response == HostileSeller.receipt(success=False, transaction="", error=INJECTION)
+    assert row.terms_sha256 == terms_of(hostile_seller.offer())
+    # The body is nowhere in the row (the seller's reason, from its receipt, is kept as before).
+    assert not any(isinstance(v, str) and '{"data"' in v for v in row.model_dump().values())
+    # The agent sees the header only in its base64 form, where the seller's words are not text.
+    (listed,) = structured(await client.call_tool("list_payments", {"limit": 1}))["payments"]
+    assert listed["intentId"] == row.id
+    assert listed["paymentResponse"] == row.payment_response
+    assert listed["bodySha256"] == row.body_sha256
 
 
 async def test_a_50_mb_body_is_cut_at_the_cap(
@@ -280,7 +308,16 @@ async def test_a_50_mb_body_is_cut_at_the_cap(
     assert "bodyError" not in paid
     assert hostile_seller.signatures(path) == 1
     assert hostile_seller.streamed[path] < HUGE_BYTES
-    assert intent(db, paid["intentId"]).status == "settled"
+    row = intent(db, paid["intentId"])
+    assert row.status == "settled"
+    # The receipt hashes the bytes as received, and says they are not the whole body.
+    received = (b"\x00\x01" * 32768)[:MAX_BODY]
+    assert (row.body_sha256, row.body_bytes, row.body_truncated) == (
+        hashlib.sha256(received).hexdigest(),
+        MAX_BODY,
+        True,
+    )
+    assert row.content_type == "application/octet-stream"
     assert await budget_spent(client) == "0.01"
 
 

@@ -3,9 +3,15 @@ which pays a real x402 seller whose facilitator settles on anvil. Runs on SQLite
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
+
+import httpx
 import pytest
 
 from server.kit.db import Database
+from server.models import PaymentIntent
 from tests.support.chain import TestToken
 from tests.support.fixtures_chain import FundedWallet
 from tests.support.paywarden import RunningServer, error_of, mcp_client, structured
@@ -143,3 +149,42 @@ async def test_free_route_returns_ok_without_paying(
         assert result["status"] == "ok"
         assert result["httpStatus"] == 200
         assert result["host"] == "127.0.0.1"
+
+
+async def test_a_paid_call_keeps_its_receipt_but_never_the_body(
+    paywarden: RunningServer, db: Database, seller: Seller, funded_wallet: FundedWallet
+) -> None:
+    token = _agent(paywarden, db, funded_wallet, seller)
+    # The terms the seller offers, read straight off its own 402.
+    async with httpx.AsyncClient(timeout=10) as http:
+        challenge = await http.get(seller.url("/premium"))
+    assert challenge.status_code == 402
+    (offered,) = json.loads(base64.b64decode(challenge.headers["payment-required"]))["accepts"]
+    terms = hashlib.sha256(json.dumps(offered, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+    async with mcp_client(paywarden.mcp_url, token) as client:
+        paid = structured(await client.call_tool("fetch_paid", {"url": seller.url("/premium")}))
+        assert paid["status"] == "paid"
+        served = seller.served("/premium")
+        assert served  # what the seller sent for the paid request, byte for byte
+        listed = structured(await client.call_tool("list_payments", {"limit": 1}))
+
+    (item,) = listed["payments"]
+    assert item["intentId"] == paid["intentId"]
+    assert item["bodySha256"] == hashlib.sha256(served).hexdigest()
+    assert item["bodyBytes"] == len(served)
+    assert item["bodyTruncated"] is False
+    assert item["contentType"] == "application/json"
+    assert item["termsSha256"] == terms
+    assert item["transactionHash"] == paid["receipt"]["txHash"]
+    # The seller's settlement header as it arrived: its claim names the same transaction.
+    claim = json.loads(base64.b64decode(item["paymentResponse"]))
+    assert (claim["success"], claim["transaction"]) == (True, paid["receipt"]["txHash"])
+
+    with db.read() as session:
+        row = session.get(PaymentIntent, paid["intentId"])
+        assert row is not None
+        kept = row.model_dump()
+    # The body is nowhere in the row: only its digest.
+    assert not any(isinstance(value, str) and '"ok"' in value for value in kept.values())
+    assert kept["payment_response"] == item["paymentResponse"]

@@ -18,7 +18,7 @@ from typing import Any
 
 import uvicorn
 from fastapi import FastAPI, Request
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from x402 import x402Facilitator, x402ResourceServer
 from x402.http.middleware.fastapi import payment_middleware
 from x402.http.types import PaymentOption, RouteConfig
@@ -44,18 +44,39 @@ class PaymentSignatureCounter:
         self.app = app
         self._counts: Counter[str] = Counter()
         self._last: dict[str, str] = {}
+        self._served: dict[str, bytes] = {}
         self._lock = threading.Lock()  # written on the server thread, read on the test thread
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # ASGI header names arrive lower-cased.
+        paid = False
         if scope["type"] == "http":
             for name, value in scope["headers"]:
                 if name == b"payment-signature":
+                    paid = True
                     with self._lock:
                         self._counts[scope["path"]] += 1
                         self._last[scope["path"]] = value.decode("latin-1")
                     break
-        await self.app(scope, receive, send)
+        if not paid:
+            await self.app(scope, receive, send)
+            return
+        path, chunks = scope["path"], bytearray()
+
+        async def keep(message: Message) -> None:
+            if message["type"] == "http.response.body":
+                chunks.extend(message.get("body", b""))
+                if not message.get("more_body", False):
+                    with self._lock:
+                        self._served[path] = bytes(chunks)
+            await send(message)
+
+        await self.app(scope, receive, keep)
+
+    def served(self, path: str) -> bytes | None:
+        """The body of the newest answer to a paid request to `path`, exactly as it was sent."""
+        with self._lock:
+            return self._served.get(path)
 
     def last(self, path: str) -> str | None:
         """The PAYMENT-SIGNATURE header of the newest paid request to `path`, as it arrived."""
@@ -94,6 +115,10 @@ class Seller:
     def payment_signatures(self, path: str) -> int:
         """How many requests to `path` arrived with a PAYMENT-SIGNATURE header."""
         return self.counter.count(path)
+
+    def served(self, path: str) -> bytes | None:
+        """The body the seller sent for its newest paid request to `path`, byte for byte."""
+        return self.counter.served(path)
 
     @property
     def payment_signature_counts(self) -> dict[str, int]:

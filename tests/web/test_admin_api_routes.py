@@ -16,6 +16,7 @@ import pytest
 from auth.scopes import Scope
 from server.kit.clock import SystemClock
 from server.kit.db import Database
+from server.models import PaymentIntent
 from server.vocabulary import Role
 from tests.support.admin_api import admin_token, call, make_connection, problem
 from tests.support.ledger import facts, reserve_now
@@ -143,7 +144,22 @@ def test_the_csv_export_matches_the_json_row_for_row(server: RunningServer, db: 
     for n in range(3):
         reserve_now(db, a1.agent_id, facts(f"e1-{n}", amount=10_000 * (n + 1)), now)
     reserve_now(db, a1.agent_id, facts("e1-b", host="b.example.com"), now)
-    reserve_now(db, a2.agent_id, facts("e2"), now)
+    kept = reserve_now(db, a2.agent_id, facts("e2"), now).intent
+    assert kept is not None
+    # What a payment keeps of the seller's answer; a header that starts like a formula stays text.
+    receipt = {
+        "body_sha256": "ab" * 32,
+        "body_bytes": 1234,
+        "body_truncated": True,
+        "content_type": "application/json",
+        "payment_response": "=HYPERLINK(1)",
+    }
+    with db.write() as session:
+        row = session.get(PaymentIntent, kept.id)
+        assert row is not None
+        for name, value in receipt.items():
+            setattr(row, name, value)
+        session.add(row)
     reader = admin_token(db, server, a1.org_id, frozenset({Scope.ADMIN_READ}))
     document = _described(server)
 
@@ -155,8 +171,42 @@ def test_the_csv_export_matches_the_json_row_for_row(server: RunningServer, db: 
     assert as_csv.status_code == 200, as_csv.text
     assert as_csv.headers["content-type"].startswith("text/csv")
     parsed = list(csv.DictReader(io.StringIO(as_csv.text)))
-    assert list(parsed[0]) == ["agent", "day", "host", "payee", "amount", "network", "transaction"]
-    assert parsed == rows  # every value a string in both, row for row
+    assert list(parsed[0]) == [
+        "agent",
+        "day",
+        "host",
+        "payee",
+        "amount",
+        "network",
+        "transaction",
+        "termsSha256",
+        "bodySha256",
+        "bodyBytes",
+        "bodyTruncated",
+        "contentType",
+        "paymentResponse",
+    ]
+    # Every value a string in both, row for row; only a cell a spreadsheet would run differs.
+    json_e2 = next(row for row in rows if row["agent"] == a2.agent_id)
+    csv_e2 = next(row for row in parsed if row["agent"] == a2.agent_id)
+    assert json_e2["paymentResponse"] == "=HYPERLINK(1)"
+    assert csv_e2 == {**json_e2, "paymentResponse": "'=HYPERLINK(1)"}
+    assert [row for row in parsed if row is not csv_e2] == [row for row in rows if row is not json_e2]
+    assert (csv_e2["bodySha256"], csv_e2["bodyBytes"], csv_e2["bodyTruncated"], csv_e2["contentType"]) == (
+        "ab" * 32,
+        "1234",
+        "true",
+        "application/json",
+    )
+    # The terms of every reserved payment are kept from the start: the digest of its offer.
+    assert all(len(row["termsSha256"]) == 64 for row in rows)
+    assert all(row["bodySha256"] == "" for row in rows if row is not json_e2)  # nothing served yet
+    listed = call(server, "get", "/payments", reader, agent=a2.agent_id)
+    _matches(document, listed, "/payments", "get")
+    (shown,) = listed.json()["payments"]
+    assert (shown["bodySha256"], shown["bodyBytes"], shown["bodyTruncated"]) == ("ab" * 32, 1234, True)
+    assert (shown["contentType"], shown["paymentResponse"]) == ("application/json", "=HYPERLINK(1)")
+    assert shown["termsSha256"] == json_e2["termsSha256"]
     assert {
         row["amount"] for row in rows if row["agent"] == a1.agent_id and row["host"] == "api.example.com"
     } == {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -139,6 +140,23 @@ class PaymentItem(BaseModel):
     host: str
     transactionHash: str | None
     createdAt: str
+    termsSha256: str | None = Field(
+        description="SHA-256 (hex) of the paid accepts entry as canonical JSON: the terms agreed to."
+    )
+    bodySha256: str | None = Field(
+        description="SHA-256 (hex) of the body the seller served, as received; the body is not kept."
+    )
+    bodyBytes: int | None = Field(description="How many bytes of the body were received.")
+    bodyTruncated: bool | None = Field(
+        description="True when the bytes received are not the whole body (cut at the size cap or broken off)."
+    )
+    contentType: str | None = Field(
+        default=None, pattern=MEDIA_TYPE_PATTERN, description="The body's media type, type/subtype only."
+    )
+    paymentResponse: str | None = Field(
+        description="The seller's PAYMENT-RESPONSE header as received (bounded, base64 only): its claim, "
+        "never proof of settlement, which comes only from the chain (transactionHash)."
+    )
 
 
 class ListPaymentsResult(BaseModel):
@@ -156,7 +174,24 @@ def payment_item(intent: PaymentIntent) -> PaymentItem:
         host=intent.host,
         transactionHash=intent.tx_hash if intent.status == IntentStatus.SETTLED else None,
         createdAt=timestamp(intent.created_at),
+        termsSha256=intent.terms_sha256,
+        bodySha256=intent.body_sha256,
+        bodyBytes=intent.body_bytes,
+        bodyTruncated=intent.body_truncated,
+        contentType=intent.content_type,
+        paymentResponse=agent_visible_header(intent.payment_response),
     )
+
+
+# The settlement header's only form (base64 of JSON): what reaches the agent outside the fence.
+_BASE64 = re.compile(r"^[A-Za-z0-9+/_-]+={0,2}$")
+
+
+def agent_visible_header(value: str | None) -> str | None:
+    """The kept settlement header as the agent sees it: only in the base64 grammar the header is
+    written in, so a seller's words never reach the agent unfenced; anything else is null (the
+    admin API shows it as received)."""
+    return value if value is not None and _BASE64.match(value) else None
 
 
 def payments_list(agent_id: str, intents: list[PaymentIntent]) -> dict[str, Any]:

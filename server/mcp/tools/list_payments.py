@@ -24,7 +24,9 @@ from server.vocabulary import IntentStatus
 
 DESCRIPTION = (
     "List this agent's most recent payments, newest first: status, amount, network, the host that "
-    "was paid (not the full URL) and the transaction hash once settled."
+    "was paid (not the full URL), the transaction hash once settled, and each payment's receipt: "
+    "digests of the terms paid and of the body served (never the body) and the seller's settlement "
+    "header as received."
 )
 MAX_LIMIT = 50
 DEFAULT_LIMIT = 10

@@ -79,11 +79,19 @@ def _export(session: Session, principal: Principal, only: PaymentFilter) -> Paym
         after = (page[-1].created_at, page[-1].id)
 
 
+# A spreadsheet runs a cell that starts with one of these as a formula; a seller's header could.
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _cell(value: str) -> str:
+    return "'" + value if value.startswith(_FORMULA_STARTS) else value
+
+
 def _csv(export: PaymentExport) -> Response:
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=EXPORT_COLUMNS, lineterminator="\r\n")
     writer.writeheader()
-    writer.writerows(row.model_dump() for row in export.rows)
+    writer.writerows({name: _cell(value) for name, value in row.model_dump().items()} for row in export.rows)
     headers = {**NO_STORE, "Content-Disposition": 'attachment; filename="payments.csv"'}
     return Response(out.getvalue(), media_type="text/csv; charset=utf-8", headers=headers)
 

@@ -75,6 +75,21 @@ class PaymentDocument(Document):
     transaction: str | None = Field(description="The transfer's hash, once found on chain.")
     failureCode: str | None
     createdAt: datetime
+    termsSha256: str | None = Field(
+        description="SHA-256 (hex) of the paid accepts entry as canonical JSON: the terms agreed to."
+    )
+    bodySha256: str | None = Field(
+        description="SHA-256 (hex) of the body the seller served, as received; the body is not kept."
+    )
+    bodyBytes: int | None = Field(description="How many bytes of the body were received.")
+    bodyTruncated: bool | None = Field(
+        description="True when the bytes received are not the whole body (cut at the size cap or broken off)."
+    )
+    contentType: str | None = Field(description="The body's media type, type/subtype only.")
+    paymentResponse: str | None = Field(
+        description="The seller's PAYMENT-RESPONSE header as received (bounded): its claim, never proof "
+        "of settlement, which comes only from the chain (`transaction`)."
+    )
 
     @classmethod
     def of(cls, intent: PaymentIntent) -> PaymentDocument:
@@ -91,6 +106,12 @@ class PaymentDocument(Document):
             transaction=intent.tx_hash,
             failureCode=intent.failure_code,
             createdAt=intent.created_at,
+            termsSha256=intent.terms_sha256,
+            bodySha256=intent.body_sha256,
+            bodyBytes=intent.body_bytes,
+            bodyTruncated=intent.body_truncated,
+            contentType=intent.content_type,
+            paymentResponse=intent.payment_response,
         )
 
 
@@ -244,6 +265,16 @@ class ExportRow(Document):
     amount: str = Field(description="USD, as a decimal.")
     network: str
     transaction: str = Field(description="The transfer's hash; empty until found on chain.")
+    termsSha256: str = Field(description="SHA-256 (hex) of the paid accepts entry as canonical JSON.")
+    bodySha256: str = Field(description="SHA-256 (hex) of the body served, as received; empty if none.")
+    bodyBytes: str = Field(description="Bytes of the body received; empty if none.")
+    bodyTruncated: str = Field(
+        description="`true` when the body received was incomplete, else `false`; empty if none."
+    )
+    contentType: str = Field(description="The body's media type; empty if none.")
+    paymentResponse: str = Field(
+        description="The seller's PAYMENT-RESPONSE header as received; empty if none."
+    )
 
     @classmethod
     def of(cls, intent: PaymentIntent) -> ExportRow:
@@ -255,6 +286,12 @@ class ExportRow(Document):
             amount=format_usd(intent.amount_atomic, atomic=True),
             network=intent.network,
             transaction=intent.tx_hash or "",
+            termsSha256=intent.terms_sha256 or "",
+            bodySha256=intent.body_sha256 or "",
+            bodyBytes="" if intent.body_bytes is None else str(intent.body_bytes),
+            bodyTruncated="" if intent.body_truncated is None else str(intent.body_truncated).lower(),
+            contentType=intent.content_type or "",
+            paymentResponse=intent.payment_response or "",
         )
 
 
