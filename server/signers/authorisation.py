@@ -20,9 +20,9 @@ from server.vocabulary import IntentStatus
 from server.x402.transfer_authorization import (
     CLOCK_SKEW_SECONDS,
     MAX_WINDOW_SECONDS,
-    TRANSFER_WITH_AUTHORIZATION_TYPES,
     TransferAuthorization,
     derive_nonce,
+    transfer_typed_data,
 )
 
 # How long after its reservation (which sets the window) an intent may still be signed. The
@@ -98,22 +98,11 @@ def authorised_transfer(
         valid_before=intent.valid_before,
         nonce=derive_nonce(intent.id),
     )
-    typed = {
-        "types": TRANSFER_WITH_AUTHORIZATION_TYPES,
-        "primaryType": "TransferWithAuthorization",
-        "domain": {
-            "name": request.domain_name,
-            "version": request.domain_version,
-            "chainId": chain_id,
-            "verifyingContract": usdc_by_network[intent.network],
-        },
-        "message": {
-            "from": authorization.payer,
-            "to": authorization.pay_to,
-            "value": authorization.value,
-            "validAfter": authorization.valid_after,
-            "validBefore": authorization.valid_before,
-            "nonce": bytes.fromhex(authorization.nonce[2:]),
-        },
-    }
+    typed = transfer_typed_data(
+        authorization,
+        domain_name=request.domain_name,
+        domain_version=request.domain_version,
+        chain_id=chain_id,
+        verifying_contract=usdc_by_network[intent.network],
+    )
     return authorization, typed

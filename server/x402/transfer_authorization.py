@@ -90,14 +90,32 @@ def build_authorization(
 
 
 def typed_data(selection: Selection, authorization: TransferAuthorization) -> dict[str, Any]:
+    return transfer_typed_data(
+        authorization,
+        domain_name=selection.domain_name,
+        domain_version=selection.domain_version,
+        chain_id=selection.chain_id,
+        verifying_contract=selection.asset,
+    )
+
+
+def transfer_typed_data(
+    authorization: TransferAuthorization,
+    *,
+    domain_name: str,
+    domain_version: str,
+    chain_id: int,
+    verifying_contract: str,
+) -> dict[str, Any]:
+    """The EIP-712 typed data of an EIP-3009 `TransferWithAuthorization`: what a wallet signs."""
     return {
         "types": TRANSFER_WITH_AUTHORIZATION_TYPES,
         "primaryType": "TransferWithAuthorization",
         "domain": {
-            "name": selection.domain_name,
-            "version": selection.domain_version,
-            "chainId": selection.chain_id,
-            "verifyingContract": selection.asset,
+            "name": domain_name,
+            "version": domain_version,
+            "chainId": chain_id,
+            "verifyingContract": verifying_contract,
         },
         "message": {
             "from": authorization.payer,
