@@ -21,6 +21,7 @@ from server.models import (
     Member,
     Organization,
     PaymentIntent,
+    SellerCircuit,
     Team,
     Wallet,
 )
@@ -561,3 +562,27 @@ class CatalogEntryDocument(Document):
 class CatalogPage(Document):
     entries: list[CatalogEntryDocument]
     nextCursor: str | None = Field(description="Pass as `cursor` for the next page; null on the last.")
+
+
+class CircuitDocument(Document):
+    host: str
+    failures: int = Field(description="The undelivered paid calls that opened it.")
+    openedAt: datetime
+    openUntil: datetime
+    clearedAt: datetime | None
+    clearedBy: str | None
+
+    @classmethod
+    def of(cls, row: SellerCircuit) -> CircuitDocument:
+        return cls(
+            host=row.host,
+            failures=row.failures,
+            openedAt=row.opened_at,
+            openUntil=row.open_until,
+            clearedAt=row.cleared_at,
+            clearedBy=row.cleared_by,
+        )
+
+
+class CircuitList(Document):
+    circuits: list[CircuitDocument]
