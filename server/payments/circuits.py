@@ -35,7 +35,9 @@ def undelivered(intent: PaymentIntent) -> bool:
     return False
 
 
-def count_outcome(session: Session, intent: PaymentIntent, *, actor: str, now: datetime) -> SellerCircuit | None:
+def count_outcome(
+    session: Session, intent: PaymentIntent, *, actor: str, now: datetime
+) -> SellerCircuit | None:
     """Open the host's circuit when this outcome brings the organisation's undelivered payments
     to its threshold within its window (counted since the last clearing); the circuit opened."""
     if not undelivered(intent):

@@ -531,7 +531,7 @@ def _undelivered() -> Any:
         ),
         and_(
             col(PaymentIntent.status).in_(SERVED),
-            or_(PaymentIntent.body_bytes == 0, col(PaymentIntent.seller_status) >= 400),
+            or_(col(PaymentIntent.body_bytes) == 0, col(PaymentIntent.seller_status) >= 400),
         ),
     )
 

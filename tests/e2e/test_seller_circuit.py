@@ -12,11 +12,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sqlmodel import select
+from sqlmodel import col, select
 
 from auth.scopes import Scope
 from server.kit.db import Database
-from server.models import AuditEvent, Organization, PaymentIntent
+from server.models import AuditEvent, PaymentIntent
 from tests.support.admin_api import admin_token, call, problem
 from tests.support.chain import Anvil, TestToken, fresh_wallet
 from tests.support.fixtures_chain import FundedWallet
@@ -99,7 +99,9 @@ async def test_undelivered_payments_open_the_circuit_and_only_a_member_clears_it
         assert quote["outcome"] != "would_deny"
 
     # No agent token clears it; a member's admin token does.
-    agent_token = admin_token(db, paywarden, agent.org_id, frozenset({Scope.PAYMENTS_WRITE}), agent_id=agent.agent_id)
+    agent_token = admin_token(
+        db, paywarden, agent.org_id, frozenset({Scope.PAYMENTS_WRITE}), agent_id=agent.agent_id
+    )
     for token in (agent.token, agent_token):
         refused = call(paywarden, "delete", f"/circuits/{HOST}", token)
         assert refused.status_code in (401, 403), refused.text
@@ -112,7 +114,9 @@ async def test_undelivered_payments_open_the_circuit_and_only_a_member_clears_it
     problem(call(paywarden, "delete", f"/circuits/{HOST}", member), 404, "circuit_not_found")
     with db.read() as session:
         kinds = session.exec(
-            select(AuditEvent.type).where(AuditEvent.org_id == agent.org_id, AuditEvent.type.startswith("seller_circuit."))  # type: ignore[attr-defined]
+            select(AuditEvent.type).where(
+                AuditEvent.org_id == agent.org_id, col(AuditEvent.type).startswith("seller_circuit.")
+            )
         ).all()
     assert sorted(kinds) == ["seller_circuit.cleared", "seller_circuit.opened"]
 
@@ -121,7 +125,9 @@ async def test_undelivered_payments_open_the_circuit_and_only_a_member_clears_it
         assert paid["status"] == "paid"
         assert hostile_seller.signatures(honest) == 1
         # The failures before the clearing no longer count: one more does not reopen it.
-        error_of(await client.call_tool("fetch_paid", {"url": hostile_seller.url(hostile_seller.path("error500"))}))
+        error_of(
+            await client.call_tool("fetch_paid", {"url": hostile_seller.url(hostile_seller.path("error500"))})
+        )
         assert open_circuits(structured(await client.call_tool("get_budget", {}))) == []
 
 
@@ -129,11 +135,12 @@ async def test_the_threshold_is_the_organisations_setting(
     paywarden: RunningServer, db: Database, funded_wallet: FundedWallet, hostile_seller: HostileSeller
 ) -> None:
     agent = agent_of(paywarden, db, funded_wallet.private_key)
-    with db.write() as session:
-        org = session.get(Organization, agent.org_id)
-        assert org is not None
-        org.circuit_failures = 1
-        session.add(org)
+    member = admin_token(db, paywarden, agent.org_id, frozenset({Scope.ADMIN_WRITE}))
+    refused = call(paywarden, "patch", "/organization", member, body={"circuitFailures": 0})
+    assert problem(refused, 400, "invalid_input")["detail"].endswith("Reason: invalid_circuit_threshold.")
+    changed = call(paywarden, "patch", "/organization", member, body={"circuitFailures": 1})
+    assert changed.status_code == 200, changed.text
+    assert (changed.json()["circuitFailures"], changed.json()["circuitWindowHours"]) == (1, 24)
     async with mcp_client(paywarden.mcp_url, agent.token) as client:
         assert open_circuits(structured(await client.call_tool("get_budget", {}))) == []
         path = hostile_seller.path("drop")  # the answer lost after the signature: not counted yet

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from auth.principal import Principal
-from server.kit.db import Database
 from server.catalog.service import find_listed
+from server.kit.db import Database
 from server.models import Organization, SellerCircuit
 from server.payments.circuits import clear_circuit, open_circuit
 from server.payments.errors import CircuitNotFound
@@ -38,16 +38,22 @@ def _agent(db: Database) -> AgentSetup:
     return setup
 
 
-def _outcome(db: Database, agent: AgentSetup, key: str, at: datetime, to: IntentStatus, **fields: Any) -> None:
+def _outcome(
+    db: Database, agent: AgentSetup, key: str, at: datetime, to: IntentStatus, **fields: Any
+) -> None:
     """A payment reserved, sent, and ended as `to` at `at` (through the ledger's own writes)."""
     reservation = reserve_now(db, agent.agent_id, facts(key, host=HOST), at)
     assert reservation.intent is not None
     intent_id = reservation.intent.id
     with db.write() as session:
-        update_intent(session, OPERATOR, intent_id=intent_id, to=S.SUBMITTED, now=at, event="payment.submitted")
+        update_intent(
+            session, OPERATOR, intent_id=intent_id, to=S.SUBMITTED, now=at, event="payment.submitted"
+        )
         if to == S.SETTLED:
             update_intent(session, OPERATOR, intent_id=intent_id, to=S.SETTLEMENT_PENDING, now=at, event="x")
-        update_intent(session, OPERATOR, intent_id=intent_id, to=to, now=at, event="payment.outcome", **fields)
+        update_intent(
+            session, OPERATOR, intent_id=intent_id, to=to, now=at, event="payment.outcome", **fields
+        )
 
 
 def _open(db: Database, agent: AgentSetup, now: datetime = NOW) -> SellerCircuit | None:
@@ -107,7 +113,9 @@ def test_the_threshold_and_window_are_the_organisations(db: Database) -> None:
         assert org is not None
         org.circuit_failures, org.circuit_window_hours = 2, 48
         session.add(org)
-    _outcome(db, agent, "a", NOW - timedelta(hours=40), S.FAILED, failure_code="not_settled_before_valid_before")
+    _outcome(
+        db, agent, "a", NOW - timedelta(hours=40), S.FAILED, failure_code="not_settled_before_valid_before"
+    )
     assert _open(db, agent, NOW - timedelta(hours=40)) is None
     _outcome(db, agent, "b", NOW, S.EXPIRED, failure_code="payment_not_completed")
     assert _open(db, agent) is not None
@@ -117,7 +125,9 @@ def test_an_agent_never_clears_a_circuit(db: Database) -> None:
     agent = _agent(db)
     for key in ("x", "y", "z"):
         _outcome(db, agent, key, NOW, S.FAILED, failure_code="payment_not_completed")
-    as_agent = Principal.for_agent(org_id=agent.org_id, agent_id=agent.agent_id, token_id="tok_x", scopes=frozenset())
+    as_agent = Principal.for_agent(
+        org_id=agent.org_id, agent_id=agent.agent_id, token_id="tok_x", scopes=frozenset()
+    )
     with db.write() as session, pytest.raises(CircuitNotFound):
         clear_circuit(session, as_agent, host=HOST, now=NOW)
     assert _open(db, agent) is not None

@@ -15,8 +15,8 @@ from sqlmodel import Session
 from auth.principal import Principal
 from server.kit.clock import Clock
 from server.kit.db import Database
-from server.payments.errors import PolicyDenied
 from server.payments import ledger
+from server.payments.errors import PolicyDenied
 from server.payments.fingerprint import request_fingerprint
 from server.payments.inputs import FetchPaidInput
 from server.payments.preflight.pipeline import Plan, Preflight, Step

@@ -16,7 +16,9 @@ from server.web.api.schemas import CircuitDocument, CircuitList
 
 
 def _list(session: Session, principal: Principal, *, now: datetime) -> CircuitList:
-    return CircuitList(circuits=[CircuitDocument.of(row) for row in open_circuits(session, principal, now=now)])
+    return CircuitList(
+        circuits=[CircuitDocument.of(row) for row in open_circuits(session, principal, now=now)]
+    )
 
 
 async def list_circuits(request: Request, principal: Principal) -> BaseModel:

@@ -401,6 +401,10 @@ class OrganizationDocument(Document):
         description="The Slack webhook approvals are announced to, masked (never returned whole); "
         "null when none is set."
     )
+    circuitFailures: int = Field(
+        description="Paid calls to one host that deliver nothing before it is blocked."
+    )
+    circuitWindowHours: int = Field(description="The hours those failures are counted over.")
     createdAt: datetime
 
     @classmethod
@@ -410,6 +414,8 @@ class OrganizationDocument(Document):
             name=org.name,
             approvalTtlSeconds=org.approval_ttl_seconds,
             slackWebhook=org.slack_webhook_masked,
+            circuitFailures=org.circuit_failures,
+            circuitWindowHours=org.circuit_window_hours,
             createdAt=org.created_at,
         )
 
@@ -426,6 +432,8 @@ class OrganizationChange(Document):
         max_length=MAX_WEBHOOK_URL,
         description="An https URL on hooks.slack.com; `null` removes the webhook. Never shown again.",
     )
+    circuitFailures: int | None = Field(default=None, description="1 to 100 (the seller circuit breaker).")
+    circuitWindowHours: int | None = Field(default=None, description="1 to 720 hours.")
 
 
 class RuleDocument(Document):
