@@ -88,6 +88,14 @@ async def test_undelivered_payments_open_the_circuit_and_only_a_member_clears_it
         assert denied["reasons"] == ["seller_circuit_open"]
         quoted = error_of(await client.call_tool("quote_payment", {"url": hostile_seller.url(honest)}))
         assert (quoted["code"], quoted["reasons"]) == ("policy_denied", ["seller_circuit_open"])
+        # The diagnosis names the same step and error.
+        diagnosis = structured(
+            await client.call_tool("diagnose_payment", {"url": hostile_seller.url(honest)})
+        )
+        failed = [(step["step"], step["code"]) for step in diagnosis["steps"] if step["status"] == "failed"]
+        assert failed == [("host", "policy_denied")]
+        assert diagnosis["cause"]["fetchPaidError"] == "policy_denied"
+        assert diagnosis["cause"]["reasons"] == ["seller_circuit_open"]
         assert hostile_seller.requests(honest) == 0
         assert hostile_seller.signatures(honest) == 0
         assert len(intents_to(db, agent)) == before
