@@ -548,7 +548,9 @@ class CircuitRepository(Repository[SellerCircuit]):
                 select(func.count())
                 .select_from(PaymentIntent)
                 .where(PaymentIntent.org_id == org_id, PaymentIntent.host == host)
-                .where(col(PaymentIntent.updated_at) >= since)
+                # At the time of the outcome (the seller's answer), not of a later change such as
+                # the chain settling it: a failure from before a clearing never counts again.
+                .where(func.coalesce(PaymentIntent.completed_at, PaymentIntent.updated_at) >= since)
                 .where(_undelivered())
             ).one()
         )

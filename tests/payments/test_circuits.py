@@ -38,9 +38,7 @@ def _agent(db: Database) -> AgentSetup:
     return setup
 
 
-def _outcome(
-    db: Database, agent: AgentSetup, key: str, at: datetime, to: IntentStatus, **fields: Any
-) -> None:
+def _outcome(db: Database, agent: AgentSetup, key: str, at: datetime, to: IntentStatus, **fields: Any) -> str:
     """A payment reserved, sent, and ended as `to` at `at` (through the ledger's own writes)."""
     reservation = reserve_now(db, agent.agent_id, facts(key, host=HOST), at)
     assert reservation.intent is not None
@@ -52,8 +50,15 @@ def _outcome(
         if to == S.SETTLED:
             update_intent(session, OPERATOR, intent_id=intent_id, to=S.SETTLEMENT_PENDING, now=at, event="x")
         update_intent(
-            session, OPERATOR, intent_id=intent_id, to=to, now=at, event="payment.outcome", **fields
+            session,
+            OPERATOR,
+            intent_id=intent_id,
+            to=to,
+            now=at,
+            event="payment.outcome",
+            **{"completed_at": at, **fields},
         )
+    return intent_id
 
 
 def _open(db: Database, agent: AgentSetup, now: datetime = NOW) -> SellerCircuit | None:
@@ -75,7 +80,9 @@ def test_only_paid_and_undelivered_outcomes_count_and_the_third_opens_the_circui
     _outcome(db, agent, "unsent", NOW, S.FAILED, failure_code="signing_failed")
     assert _count(db, agent, NOW - timedelta(hours=24)) == 0
 
-    _outcome(db, agent, "rejected", NOW, S.FAILED, failure_code="payment_rejected_by_seller")
+    rejected = _outcome(
+        db, agent, "rejected", NOW, S.FAILED, failure_code="payment_rejected_by_seller", seller_status=402
+    )
     _outcome(db, agent, "empty", NOW, S.SETTLED, body_bytes=0, seller_status=200)
     assert _count(db, agent, NOW - timedelta(hours=24)) == 2
     assert _open(db, agent) is None
@@ -99,6 +106,11 @@ def test_only_paid_and_undelivered_outcomes_count_and_the_third_opens_the_circui
     assert cleared.cleared_at is not None
     assert _open(db, agent, NOW + timedelta(minutes=1)) is None
     later = NOW + timedelta(minutes=2)
+    # A failure from before the clearing that the chain later shows settled is still counted at
+    # the time of its outcome, so it does not count again.
+    with db.write() as session:
+        update_intent(session, OPERATOR, intent_id=rejected, to=S.SETTLED, now=later, event="payment.settled")
+    assert _count(db, agent, NOW + timedelta(minutes=1)) == 0
     _outcome(db, agent, "after", later, S.FAILED, failure_code="payment_outcome_unknown")
     assert _open(db, agent, later) is None
 
