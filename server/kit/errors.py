@@ -59,6 +59,7 @@ class InputReason(StrEnum):
     INVALID_NETWORK = "invalid_network"
     OUTSIDE_ORGANISATION = "outside_organisation"
     INVALID_APPROVAL_TTL = "invalid_approval_ttl"
+    INVALID_CIRCUIT_THRESHOLD = "invalid_circuit_threshold"
     INVALID_WEBHOOK_URL = "invalid_webhook_url"
     INVALID_AUDIT_FILTER = "invalid_audit_filter"
     INVALID_TTL = "invalid_ttl"
@@ -118,6 +119,9 @@ _SENTENCES: dict[InputReason, str] = {
     InputReason.OUTSIDE_ORGANISATION: "The team and member must belong to the agent's organisation.",
     InputReason.INVALID_APPROVAL_TTL: (
         "The approval TTL must be between 300 seconds (5 minutes) and 86400 (24 hours)."
+    ),
+    InputReason.INVALID_CIRCUIT_THRESHOLD: (
+        "The seller circuit opens after 1 to 100 failures within 1 to 720 hours (30 days)."
     ),
     InputReason.INVALID_WEBHOOK_URL: (
         "The Slack webhook must be an https://hooks.slack.com/services/... URL, without spaces."

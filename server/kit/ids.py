@@ -26,6 +26,7 @@ PREFIXES = {
     "challenge": "wch",
     "step_up": "stp",
     "change": "chg",
+    "circuit": "scb",
 }
 
 

@@ -57,6 +57,12 @@ class Organization(SQLModel, table=True):
     slack_webhook_sealed: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
     slack_webhook_masked: str | None = Field(default=None, max_length=80)
     slack_webhook_key_id: str | None = Field(default=None, max_length=16)  # the master key it is sealed with
+    # The seller circuit breaker: this many paid-but-not-delivered outcomes from one host within
+    # this many hours block the host for the organisation (docs/payments.md).
+    circuit_failures: int = Field(default=3, sa_column=Column(Integer, nullable=False, server_default="3"))
+    circuit_window_hours: int = Field(
+        default=24, sa_column=Column(Integer, nullable=False, server_default="24")
+    )
 
 
 class Team(SQLModel, table=True):
@@ -452,6 +458,23 @@ class PaymentIntent(SQLModel, table=True):
     body_truncated: bool | None = None
     content_type: str | None = Field(default=None, max_length=80)
     payment_response: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+
+
+class SellerCircuit(SQLModel, table=True):
+    """A host blocked for an organisation after repeated paid-but-not-delivered outcomes: open from
+    `opened_at` until `open_until`, or until a member clears it."""
+
+    __tablename__ = "seller_circuits"
+    __table_args__ = (Index("ix_seller_circuits_org_host", "org_id", "host"),)
+
+    id: str = Field(primary_key=True, max_length=40)
+    org_id: str = Field(foreign_key="organizations.id", max_length=40)
+    host: str = Field(max_length=255)
+    failures: int
+    opened_at: datetime = _ts()
+    open_until: datetime = _ts()
+    cleared_at: datetime | None = _ts(nullable=True)
+    cleared_by: str | None = Field(default=None, max_length=40)  # the member who cleared it
 
 
 class Approval(SQLModel, table=True):

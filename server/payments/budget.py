@@ -4,7 +4,7 @@ them all (the effective cap)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from enum import StrEnum
@@ -15,7 +15,8 @@ from auth.principal import Principal
 from server.catalog.service import listed_hosts
 from server.kit.clock import next_utc_midnight
 from server.kit.money import atomic_to_usd, usd_to_atomic
-from server.models import Agent, OutOfPolicyFinding, Wallet
+from server.models import Agent, OutOfPolicyFinding, SellerCircuit, Wallet
+from server.payments.circuits import open_circuits
 from server.payments.settlement.watch import recent_findings
 from server.payments.usage import usage_for
 from server.policy.engine import host_allowed, via_catalog
@@ -111,6 +112,7 @@ class Budget:
     findings: list[OutOfPolicyFinding]  # out-of-policy movements of the last seven days
     wallet: Wallet | None  # the wallet the agent pays from
     day_cap_atomic: int  # the most one day's payments can take (day_cap_atomic below)
+    circuits: list[SellerCircuit] = field(default_factory=list)  # hosts the organisation blocked
 
     @property
     def remaining_today_usd(self) -> Decimal:
@@ -213,4 +215,5 @@ def budget(session: Session, principal: Principal, *, agent_id: str, now: dateti
         catalog_hosts=catalog_hosts,
         day_resets_at=next_utc_midnight(now),
         findings=recent_findings(session, principal, agent_id=agent.id, now=now),
+        circuits=open_circuits(session, principal, now=now),
     )

@@ -176,3 +176,8 @@ NEVER_SENT_FAILURES = frozenset(
         "invalid_input",
     }
 )
+
+
+class CircuitNotFound(PaywardenError):
+    code = "circuit_not_found"
+    message = "No seller circuit is open for that host in your organisation."

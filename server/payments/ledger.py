@@ -25,6 +25,7 @@ from server.kit.ids import new_id
 from server.kit.jsonutil import canonical
 from server.kit.money import format_usd, usd_to_atomic
 from server.models import Agent, Approval, PaymentIntent
+from server.payments.circuits import count_outcome
 from server.payments.errors import AgentDisabled, ApprovalMismatch, IllegalTransition, PaymentNotFound
 from server.payments.repository import IntentRepository, PaymentFilter
 from server.payments.states import SETTLED_STAYS, transition
@@ -496,6 +497,8 @@ def record_change(
         data={"status": str(intent.status), "failureCode": intent.failure_code, **data},
         now=now,
     )
+    # The seller circuit breaker counts here, in the outcome's own transaction.
+    count_outcome(session, intent, actor=principal.actor, now=now)
     return intent
 
 

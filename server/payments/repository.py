@@ -27,7 +27,15 @@ from server.kit.repository import (
     scope_params,
     scoped,
 )
-from server.models import Agent, ChainScanCursor, OutOfPolicyFinding, PaymentIntent, Wallet
+from server.models import (
+    Agent,
+    ChainScanCursor,
+    Organization,
+    OutOfPolicyFinding,
+    PaymentIntent,
+    SellerCircuit,
+    Wallet,
+)
 from server.vocabulary import IntentStatus, RuleScope
 
 COUNTED = (
@@ -502,3 +510,81 @@ class WatchRepository(Repository[ChainScanCursor]):
 
     def cursor(self, *, network: str, asset: str, address: str) -> ChainScanCursor | None:
         return self.session.get(ChainScanCursor, (network, asset.lower(), address))
+
+
+# The seller circuit breaker's outcomes: paid, or possibly paid, and nothing usable delivered.
+UNDELIVERED_CODES = (
+    "payment_rejected_by_seller",
+    "payment_not_completed",
+    "payment_outcome_unknown",
+    "not_settled_before_valid_before",  # an outcome never known, and the chain shows it never settled
+)
+
+
+def _undelivered() -> Any:
+    """A payment that left and came back with nothing: failed with one of `UNDELIVERED_CODES`, or
+    served with an empty body or an error status."""
+    return or_(
+        and_(
+            col(PaymentIntent.status).in_(COUNTED_UNTIL_LAPSED),
+            col(PaymentIntent.failure_code).in_(UNDELIVERED_CODES),
+        ),
+        and_(
+            col(PaymentIntent.status).in_(SERVED),
+            or_(col(PaymentIntent.body_bytes) == 0, col(PaymentIntent.seller_status) >= 400),
+        ),
+    )
+
+
+class CircuitRepository(Repository[SellerCircuit]):
+    """The hosts an organisation has blocked, and the count that opens a circuit."""
+
+    model = SellerCircuit
+
+    def undelivered_count(self, *, org_id: str, host: str, since: datetime) -> int:
+        """How many of the organisation's payments to `host` ended undelivered since `since`."""
+        return int(
+            self.session.exec(
+                select(func.count())
+                .select_from(PaymentIntent)
+                .where(PaymentIntent.org_id == org_id, PaymentIntent.host == host)
+                # At the time of the outcome (the seller's answer), not of a later change such as
+                # the chain settling it: a failure from before a clearing never counts again.
+                .where(func.coalesce(PaymentIntent.completed_at, PaymentIntent.updated_at) >= since)
+                .where(_undelivered())
+            ).one()
+        )
+
+    def last_cleared(self, *, org_id: str, host: str) -> datetime | None:
+        return self.session.exec(
+            select(func.max(SellerCircuit.cleared_at)).where(
+                SellerCircuit.org_id == org_id, SellerCircuit.host == host
+            )
+        ).one()
+
+    def open_for(self, *, org_id: str, host: str, now: datetime) -> SellerCircuit | None:
+        return self.session.exec(
+            select(SellerCircuit)
+            .where(SellerCircuit.org_id == org_id, SellerCircuit.host == host)
+            .where(col(SellerCircuit.cleared_at).is_(None), col(SellerCircuit.open_until) > now)
+            .order_by(col(SellerCircuit.opened_at).desc())
+        ).first()
+
+    def open_in(self, *, org_id: str, now: datetime) -> list[SellerCircuit]:
+        return list(
+            self.session.exec(
+                select(SellerCircuit)
+                .where(SellerCircuit.org_id == org_id)
+                .where(col(SellerCircuit.cleared_at).is_(None), col(SellerCircuit.open_until) > now)
+                .order_by(col(SellerCircuit.host))
+            )
+        )
+
+    def thresholds(self, *, org_id: str) -> tuple[int, int]:
+        """The organisation's (failures, window in hours) that open a circuit."""
+        failures, hours = self.session.exec(
+            select(Organization.circuit_failures, Organization.circuit_window_hours).where(
+                Organization.id == org_id
+            )
+        ).one()
+        return int(failures), int(hours)

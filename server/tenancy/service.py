@@ -115,6 +115,24 @@ def set_approval_ttl(session: Session, *, org: Organization, seconds: int, actor
     _org_changed(session, org, actor=actor, data={"approvalTtlSeconds": seconds}, now=now)
 
 
+MAX_CIRCUIT_FAILURES = 100
+MAX_CIRCUIT_WINDOW_HOURS = 720
+
+
+def set_circuit_thresholds(
+    session: Session, *, org: Organization, failures: int | None, hours: int | None, actor: str, now: datetime
+) -> None:
+    """How many paid-but-undelivered outcomes from one host, within how many hours, open its
+    circuit for the organisation (the seller circuit breaker); None leaves one as it is."""
+    failures = org.circuit_failures if failures is None else failures
+    hours = org.circuit_window_hours if hours is None else hours
+    if not (1 <= failures <= MAX_CIRCUIT_FAILURES and 1 <= hours <= MAX_CIRCUIT_WINDOW_HOURS):
+        raise InvalidInput(InputReason.INVALID_CIRCUIT_THRESHOLD)
+    org.circuit_failures, org.circuit_window_hours = failures, hours
+    data = {"circuitFailures": failures, "circuitWindowHours": hours}
+    _org_changed(session, org, actor=actor, data=data, now=now)
+
+
 def rename_org(session: Session, *, org: Organization, name: str, actor: str, now: datetime) -> None:
     """Another name for the organisation (names are unique, as when it was created)."""
     cleaned = _check_name(name)

@@ -45,6 +45,7 @@ def routes(settings: Settings) -> list[BaseRoute]:
         *admin_api.routes(),
         Route("/", endpoint=home.root, methods=["GET"]),
         Route("/admin", endpoint=page(home.show, signed_in=True), methods=["GET"]),
+        Route(home.CLEAR_PATH, endpoint=page(home.clear, signed_in=True), methods=["POST"]),
         Route("/login", endpoint=page(signin.login_page), methods=["GET"]),
         Route("/login/options", endpoint=page(signin.login_options, json=True), methods=["POST"]),
         Route("/login/verify", endpoint=page(signin.login_verify, json=True), methods=["POST"]),

@@ -85,6 +85,13 @@ class WalletResult(BaseModel):
     balances: list[NetworkBalanceResult]
 
 
+class OpenCircuit(BaseModel):
+    host: str
+    failures: int
+    openedAt: str
+    openUntil: str
+
+
 class BudgetResult(BaseModel):
     agentId: str
     spentTodayUsd: str
@@ -106,6 +113,9 @@ class BudgetResult(BaseModel):
     policyVersion: int
     wallet: WalletResult | None = None
     warnings: list[Annotated[LowBalanceWarning | Warning, Field(discriminator="code")]] = []
+    openCircuits: list[OpenCircuit] = Field(
+        default=[], description="Hosts the organisation blocked after paid calls that delivered nothing."
+    )
 
 
 def effective_cap(limit: Limit) -> EffectiveCap:
@@ -217,6 +227,15 @@ def budget(view: Budget, balances: Sequence[NetworkBalance] = ()) -> dict[str, A
         policyVersion=policy.version,
         wallet=None if wallet is None else wallet_result(wallet.address, balances),
         warnings=warnings,
+        openCircuits=[
+            OpenCircuit(
+                host=circuit.host,
+                failures=circuit.failures,
+                openedAt=timestamp(circuit.opened_at),
+                openUntil=timestamp(circuit.open_until),
+            )
+            for circuit in view.circuits
+        ],
     )
     if view.scope_limits:
         result.scopeLimits = [

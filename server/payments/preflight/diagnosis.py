@@ -37,6 +37,7 @@ from server.chain.service import ChainService
 from server.kit.clock import Clock
 from server.kit.db import Database
 from server.payments import ledger
+from server.payments.errors import PolicyDenied
 from server.payments.fingerprint import request_fingerprint
 from server.payments.inputs import FetchPaidInput
 from server.payments.preflight.pipeline import Passage, PayingWallet, Plan, Preflight, Step, StepSeen
@@ -271,6 +272,8 @@ class Diagnoser:
         """The cause and its reasons: the first step that failed, as the diagnosis names it."""
         error = passage.error
         if passage.failed == Step.HOST:
+            if isinstance(error, PolicyDenied):  # the organisation blocked the host (its seller circuit)
+                return Cause.POLICY_DENIED, tuple(str(reason) for reason in error.extra.get("reasons", ()))
             return Cause.HOST_NOT_ALLOWED, ()
         if passage.denied is not None:
             return Cause.POLICY_DENIED, tuple(str(reason) for reason in passage.denied.decision.reasons)

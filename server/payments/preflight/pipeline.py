@@ -37,6 +37,8 @@ from server.kit.metrics import DECISIONS
 from server.kit.money import format_usd
 from server.kit.networks import network_name as name_of_network
 from server.models import Agent, Wallet
+from server.payments.circuits import REASON as CIRCUIT_OPEN
+from server.payments.circuits import open_circuit
 from server.payments.errors import (
     ControlPlaneUnavailable,
     HostNotAllowed,
@@ -70,6 +72,10 @@ from server.x402.selection import Selection
 
 log = logging.getLogger(__name__)
 
+CIRCUIT_HINT = (
+    "This seller took payments without delivering, so the organisation blocks it for 7 days. "
+    "Only a member can clear it, on the dashboard."
+)
 NO_WALLET = "0x0000000000000000000000000000000000000000"
 
 
@@ -105,6 +111,7 @@ class AgentContext:
     wallet: Wallet | None
     listed: bool  # the catalog lists the requested host
     rules: tuple[Rule, ...] = ()  # every rule in force for the agent, to judge each request
+    circuit_open: bool = False  # the organisation blocked the host (the seller circuit breaker)
 
     def judge(self) -> Judge:
         return judge_for(self.policy, self.rules, listed=self.listed)
@@ -121,6 +128,7 @@ def load_context(session: Session, principal: Principal, host: str, now: datetim
         active_wallet(session, agent),
         listing_for(session, host) is not None,
         tuple(rules_for_agent(session, agent, now=now)),
+        open_circuit(session, org_id=agent.org_id, host=host, now=now) is not None,
     )
 
 
@@ -224,6 +232,8 @@ class Preflight:
         if context is not None:
             if not host_allowed(context.policy, request.host, listed=context.listed):
                 raise _Failed(Step.HOST, HostNotAllowed(host=request.host))
+            if context.circuit_open:
+                raise _Failed(Step.HOST, circuit_open(context.policy))
             passage.mark(Step.HOST, StepStatus.PASSED)
             if plan.before_request is not None and await plan.before_request(context):
                 passage.answered = True
@@ -326,6 +336,10 @@ class Preflight:
             if balance is not None and balance < selection.amount_atomic:
                 raise _Failed(Step.WALLET, insufficient_funds(wallet.address, selection, balance))
         passage.mark(Step.WALLET, StepStatus.PASSED)
+
+
+def circuit_open(policy: Policy) -> PolicyDenied:
+    return PolicyDenied(reasons=[CIRCUIT_OPEN], policyVersion=policy.version, hint=CIRCUIT_HINT)
 
 
 def _count_decision(decision: Decision) -> None:

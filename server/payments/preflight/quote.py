@@ -16,6 +16,7 @@ from auth.principal import Principal
 from server.kit.clock import Clock
 from server.kit.db import Database
 from server.payments import ledger
+from server.payments.errors import PolicyDenied
 from server.payments.fingerprint import request_fingerprint
 from server.payments.inputs import FetchPaidInput
 from server.payments.preflight.pipeline import Plan, Preflight, Step
@@ -68,6 +69,8 @@ class QuoteService:
         passage = await self._preflight.run(request, plan)
         assert passage.context is not None
         version = passage.context.policy.version
+        if passage.failed == Step.HOST and isinstance(passage.error, PolicyDenied):
+            raise passage.error  # the organisation blocked the host: the seller circuit breaker
         if passage.failed == Step.HOST:
             # fetch_paid would not even send the request, so neither does the quote.
             return Quote(QuoteOutcome.WOULD_DENY, request.host, version, host_denied=True)

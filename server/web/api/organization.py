@@ -14,7 +14,13 @@ from auth.principal import Principal
 from server.approvals.notifications import check_webhook_url, mask_webhook, seal_webhook
 from server.kit.crypto import MasterKey
 from server.models import Organization
-from server.tenancy.service import find_org, rename_org, set_approval_ttl, set_slack_webhook
+from server.tenancy.service import (
+    find_org,
+    rename_org,
+    set_approval_ttl,
+    set_circuit_thresholds,
+    set_slack_webhook,
+)
 from server.web.api.parts import body_of, now_of, reading, writing
 from server.web.api.schemas import OrganizationChange, OrganizationDocument
 from server.web.http import services_of
@@ -51,6 +57,15 @@ def _change(
         rename_org(session, org=org, name=asked.name, actor=actor, now=now)
     if asked.approvalTtlSeconds is not None:
         set_approval_ttl(session, org=org, seconds=asked.approvalTtlSeconds, actor=actor, now=now)
+    if asked.circuitFailures is not None or asked.circuitWindowHours is not None:
+        set_circuit_thresholds(
+            session,
+            org=org,
+            failures=asked.circuitFailures,
+            hours=asked.circuitWindowHours,
+            actor=actor,
+            now=now,
+        )
     if webhook is not KEEP:
         url = webhook if isinstance(webhook, str) else None
         sealed = None if url is None else seal_webhook(master, org_id=org.id, url=url)

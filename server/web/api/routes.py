@@ -7,6 +7,7 @@ from starlette.routing import BaseRoute, Route
 
 from server.vocabulary import ApprovalStatus, IntentStatus
 from server.web.api import (
+    circuits,
     confirmations,
     handlers,
     inventory,
@@ -31,6 +32,8 @@ from server.web.api.schemas import (
     CatalogEntryDocument,
     CatalogPage,
     ChangeDocument,
+    CircuitDocument,
+    CircuitList,
     ConfirmationRequired,
     ConnectionDocument,
     ConnectionList,
@@ -66,6 +69,7 @@ CHANGE_ID = Parameter("change_id", "path", {"type": "string"}, "The pending chan
 RULE_ID = Parameter("rule_id", "path", {"type": "string"}, "The rule's id.")
 PAYMENT_ID = Parameter("payment_id", "path", {"type": "string"}, "The payment's id.")
 ENTRY_ID = Parameter("entry_id", "path", {"type": "string"}, "The catalog entry's id.")
+HOST = Parameter("host", "path", {"type": "string", "maxLength": 255}, "The seller's host.")
 TOKEN_ID = Parameter("token_id", "path", {"type": "string"}, "The token's id (tok_...).")
 CURSOR = Parameter("cursor", "query", {"type": "string"}, "The `nextCursor` of the page before.")
 LIMIT = Parameter(
@@ -479,6 +483,27 @@ _TABLE: tuple[tuple[Operation, Handler], ...] = (
             not_found=True,
         ),
         inventory.show_catalog_entry,
+    ),
+    (
+        Operation(
+            "/circuits",
+            "listCircuits",
+            "The seller hosts the organisation blocked after paid calls that delivered nothing.",
+            CircuitList,
+        ),
+        circuits.list_circuits,
+    ),
+    (
+        Operation(
+            "/circuits/{host}",
+            "clearCircuit",
+            "Clear a host's open circuit: its earlier failures stop counting and payments may resume.",
+            CircuitDocument,
+            (HOST,),
+            not_found=True,
+            method="delete",
+        ),
+        circuits.clear_seller_circuit,
     ),
     (
         Operation(

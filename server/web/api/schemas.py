@@ -21,6 +21,7 @@ from server.models import (
     Member,
     Organization,
     PaymentIntent,
+    SellerCircuit,
     Team,
     Wallet,
 )
@@ -400,6 +401,10 @@ class OrganizationDocument(Document):
         description="The Slack webhook approvals are announced to, masked (never returned whole); "
         "null when none is set."
     )
+    circuitFailures: int = Field(
+        description="Paid calls to one host that deliver nothing before it is blocked."
+    )
+    circuitWindowHours: int = Field(description="The hours those failures are counted over.")
     createdAt: datetime
 
     @classmethod
@@ -409,6 +414,8 @@ class OrganizationDocument(Document):
             name=org.name,
             approvalTtlSeconds=org.approval_ttl_seconds,
             slackWebhook=org.slack_webhook_masked,
+            circuitFailures=org.circuit_failures,
+            circuitWindowHours=org.circuit_window_hours,
             createdAt=org.created_at,
         )
 
@@ -425,6 +432,8 @@ class OrganizationChange(Document):
         max_length=MAX_WEBHOOK_URL,
         description="An https URL on hooks.slack.com; `null` removes the webhook. Never shown again.",
     )
+    circuitFailures: int | None = Field(default=None, description="1 to 100 (the seller circuit breaker).")
+    circuitWindowHours: int | None = Field(default=None, description="1 to 720 hours.")
 
 
 class RuleDocument(Document):
@@ -561,3 +570,27 @@ class CatalogEntryDocument(Document):
 class CatalogPage(Document):
     entries: list[CatalogEntryDocument]
     nextCursor: str | None = Field(description="Pass as `cursor` for the next page; null on the last.")
+
+
+class CircuitDocument(Document):
+    host: str
+    failures: int = Field(description="The undelivered paid calls that opened it.")
+    openedAt: datetime
+    openUntil: datetime
+    clearedAt: datetime | None
+    clearedBy: str | None
+
+    @classmethod
+    def of(cls, row: SellerCircuit) -> CircuitDocument:
+        return cls(
+            host=row.host,
+            failures=row.failures,
+            openedAt=row.opened_at,
+            openUntil=row.open_until,
+            clearedAt=row.cleared_at,
+            clearedBy=row.cleared_by,
+        )
+
+
+class CircuitList(Document):
+    circuits: list[CircuitDocument]

@@ -4,6 +4,7 @@ connect to an MCP client, and how to connect one. (/ leads here too.)"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from sqlmodel import Session
@@ -14,24 +15,36 @@ from auth.consent import delegable_agents
 from auth.sessions import SignedIn
 from server.approvals.service import pending_for_decider
 from server.kit.money import format_usd
-from server.models import Agent
+from server.models import Agent, SellerCircuit
+from server.payments.circuits import clear_circuit, open_circuits
+from server.payments.errors import CircuitNotFound
 from server.payments.spend import SpendOverview, spend_overview
 from server.tenancy.service import find_org
 from server.web.charts import Series, StackedBars, fill_of, stacked_bars, usd_label
-from server.web.pages.agents import agent_url
+from server.web.pages.agents import agent_url, may_manage
 from server.web.pages.common import Visit
 from server.web.pages.destinations import HOME
 
+CLEAR_PATH = "/admin/circuits/clear"
 
-def _home_of(
-    session: Session, signed_in: SignedIn, now: datetime
-) -> tuple[str, list[Agent], int, SpendOverview]:
-    """The organisation's name, the agents the member may connect, how many approvals wait, and
-    what every agent spent."""
+
+@dataclass(frozen=True)
+class Overview:
+    org_name: str
+    agents: list[Agent]  # the agents the member may connect
+    waiting: int  # approvals waiting for the member
+    spend: SpendOverview
+    circuits: list[SellerCircuit]  # seller hosts the organisation blocked
+
+
+def _home_of(session: Session, signed_in: SignedIn, now: datetime) -> Overview:
+    """The organisation's name, the agents the member may connect, how many approvals wait, what
+    every agent spent, and the seller circuits open."""
     org = find_org(session, signed_in.principal, signed_in.member.org_id)
     waiting = pending_for_decider(session, signed_in.principal, member=signed_in.member, now=now)
     spend = spend_overview(session, signed_in.principal, now=now)
-    return org.name, delegable_agents(session, signed_in), len(waiting), spend
+    circuits = open_circuits(session, signed_in.principal, now=now)
+    return Overview(org.name, delegable_agents(session, signed_in), len(waiting), spend, circuits)
 
 
 def spend_chart(spend: SpendOverview) -> StackedBars:
@@ -51,7 +64,8 @@ async def show(visit: Visit) -> Response:
     services = visit.services
     signed_in = visit.member
 
-    org_name, agents, waiting, spend = await services.db.reading(_home_of, signed_in, services.clock.now())
+    overview = await services.db.reading(_home_of, signed_in, services.clock.now())
+    spend = overview.spend
     notice = (
         "Your passkey is ready, and you are signed in." if visit.request.query_params.get("welcome") else None
     )
@@ -60,10 +74,12 @@ async def show(visit: Visit) -> Response:
         {
             "title": "Home",
             "nav": "home",
-            "org_name": org_name,
-            "agents": agents,
+            "org_name": overview.org_name,
+            "agents": overview.agents,
             "notice": notice,
-            "waiting": waiting,
+            "waiting": overview.waiting,
+            "circuits": overview.circuits,
+            "may_clear": may_manage(signed_in),
             "spend": spend,
             "chart": spend_chart(spend),
             "fill_of": fill_of,
@@ -72,6 +88,28 @@ async def show(visit: Visit) -> Response:
             "agent_url": agent_url,
         },
     )
+
+
+async def clear(visit: Visit) -> Response:
+    """An owner or admin clears a seller's circuit: payments to the host may resume."""
+    form = await visit.request.form()
+    visit.check_csrf(form.get("csrf"))
+    signed_in = visit.member
+    if not may_manage(signed_in):
+        return visit.message(
+            "Your role cannot clear a blocked seller",
+            f"You are a {signed_in.member.role} of this organisation: only an owner or an admin can "
+            "let its agents pay a blocked seller again.",
+            status=403,
+            link=(HOME, "Back to the overview"),
+        )
+    host = str(form.get("host") or "")
+    services = visit.services
+    try:
+        await services.db.writing(clear_circuit, signed_in.principal, host=host, now=services.clock.now())
+    except CircuitNotFound as error:
+        return visit.error_page(error, link=(HOME, "Back to the overview"))
+    return visit.redirect(HOME)
 
 
 async def root(_request: Request) -> Response:
