@@ -34,6 +34,8 @@ INSTRUCTIONS = (
 class ToolModule(Protocol):
     """What a tool module is: something that registers its tools, bound to the services."""
 
+    __name__: str
+
     def register(self, mcp: ToolRegistry, services: Services, /) -> None: ...
 
 
