@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -33,7 +33,7 @@ from server.kit.request_ids import RequestIdMiddleware
 from server.kit.stopping import reserve_seconds, watching
 from server.mcp.bearer import BearerAuthMiddleware
 from server.mcp.endpoint import McpTransport
-from server.mcp.server import build_mcp_server
+from server.mcp.server import ToolModule, build_mcp_server
 from server.services import Services, build_services
 from server.settings import Settings, load_settings
 from server.wallets.master_key import open_master_key
@@ -57,11 +57,18 @@ def transport_security(settings: Settings) -> TransportSecuritySettings:
 
 
 def create_app(
-    settings: Settings, *, clock: Clock | None = None, services: Services | None = None
+    settings: Settings,
+    *,
+    clock: Clock | None = None,
+    services: Services | None = None,
+    extra_tools: Sequence[ToolModule] = (),
 ) -> Starlette:
+    """The application. `extra_tools` adds tool modules to both MCP servers; no setting does, so
+    `paywarden serve` (`create_app_from_env`) serves Paywarden's tools only."""
     services = services or build_services(settings, clock=clock)
     security = transport_security(settings)
-    stateful, stateless = build_mcp_server(services), build_mcp_server(services)
+    stateful = build_mcp_server(services, extra_tools=extra_tools)
+    stateless = build_mcp_server(services, extra_tools=extra_tools)
     stateful.streamable_http_app(stateless_http=False, transport_security=security)
     stateless.streamable_http_app(stateless_http=True, transport_security=security)
     mcp_endpoint = BearerAuthMiddleware(

@@ -12,6 +12,7 @@ from tests.bench.harness import RESULTS_JSON, BenchSettings, BenchTable
 TABLE = BenchTable()
 # The order the benchmarks run and report in: the order of the Performance section.
 MODULES = (
+    "test_floor",
     "test_fetch_paid_latency",
     "test_call_anatomy",
     "test_decisions",

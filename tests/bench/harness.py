@@ -111,11 +111,41 @@ class Row:
     target: str = ""
     met: bool | None = None
     raw: dict[str, float] = field(default_factory=dict)
+    # Which client's floor a latency or a rate of this row is put against ("lean" or "official").
+    client: str = "lean"
+
+
+# The raw numbers a row is put against the floor by: a p50 divided by the floor's p50 (one call at a
+# time), a rate divided by the floor's rate (32 sessions on one process).
+FLOOR_KEYS = (("p50_s", "p50"), ("per_second", "rate"))
+
+
+@dataclass(frozen=True)
+class Floor:
+    """The MCP floor of one database, measured in this run (tests/bench/test_floor.py)."""
+
+    p50_s: dict[str, float]  # by client: one call at a time
+    per_second: dict[str, float]  # by client: 32 sessions against one process
 
 
 @dataclass
 class BenchTable:
     rows: list[Row] = field(default_factory=list)
+    floors: dict[str, Floor] = field(default_factory=dict)  # by database: "SQLite", "PostgreSQL"
+
+    def of_floor(self, row: Row) -> str:
+        """The row's p50 or rate as a multiple of its database's floor (SQLite's for a row of no
+        database), for the same client; empty when the run measured no floor or the row has neither."""
+        floor = self.floors.get(row.database) or self.floors.get("SQLite")
+        if floor is None:
+            return ""
+        for key, word in FLOOR_KEYS:
+            value = row.raw.get(key)
+            base = getattr(floor, key).get(row.client)
+            if value is not None and base:
+                multiple = value / base
+                return f"{multiple:,.2f}× {word}" if multiple < 10 else f"{multiple:,.0f}× {word}"
+        return ""
 
     def add(self, row: Row) -> None:
         self.rows.append(row)
@@ -129,12 +159,21 @@ class BenchTable:
 
     def markdown(self) -> str:
         lines = [
-            "| benchmark | database | case | measure | value | target | met |",
-            "| --- | --- | --- | --- | ---: | --- | --- |",
+            "| benchmark | database | case | measure | value | × floor | target | met |",
+            "| --- | --- | --- | --- | ---: | ---: | --- | --- |",
         ]
         for row in self.ordered():
             met = "" if row.met is None else ("yes" if row.met else "**no**")
-            cells = [row.benchmark, row.database, row.case, row.measure, row.value, row.target, met]
+            cells = [
+                row.benchmark,
+                row.database,
+                row.case,
+                row.measure,
+                row.value,
+                self.of_floor(row),
+                row.target,
+                met,
+            ]
             lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
         return "\n".join(lines)
 
@@ -143,7 +182,15 @@ class BenchTable:
         header = run_description()
         RESULTS_MD.write_text(f"{header}\n\n{self.markdown()}\n", encoding="utf-8")
         RESULTS_JSON.write_text(
-            json.dumps({"run": header, "rows": [asdict(row) for row in self.ordered()]}, indent=2) + "\n",
+            json.dumps(
+                {
+                    "run": header,
+                    "floors": {name: asdict(floor) for name, floor in self.floors.items()},
+                    "rows": [{**asdict(row), "of_floor": self.of_floor(row)} for row in self.ordered()],
+                },
+                indent=2,
+            )
+            + "\n",
             encoding="utf-8",
         )
         return RESULTS_MD

@@ -4,6 +4,11 @@ SDK buyer for the bare exchange."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
@@ -18,6 +23,7 @@ from x402.mechanisms.evm import EthAccountSigner
 from x402.mechanisms.evm.exact import register_exact_evm_client
 
 from server.settings import Settings
+from tests.bench.harness import ROOT, infra_path
 from tests.support.chain import free_port
 from tests.support.paywarden import chain_environ, settings_for
 from tests.support.processes import READY_TIMEOUT_S, ServeProcess, server_environ
@@ -25,6 +31,8 @@ from tests.support.processes import READY_TIMEOUT_S, ServeProcess, server_enviro
 # Four servers of two connections each at most stay well under PostgreSQL's max_connections while
 # other runs share the database server; single servers keep the default pool.
 POOL_SIZE_MANY = "4"
+FLOOR_MODULE = "tests.bench.floor"
+WARMUP_S = 3.0  # of every load test run: calls before it are not counted
 NETWORK = "eip155:84532"
 
 
@@ -39,6 +47,27 @@ class Served:
         return self.processes[0].mcp_url
 
 
+class FloorProcess(ServeProcess):
+    """A server of the benchmarks' floor app (tests/bench/floor.py): Paywarden's tools and `floor`,
+    in a process of its own like `paywarden serve`, one worker."""
+
+    def start(self) -> None:
+        assert self.workers == 1, "the floor app runs one worker"
+        self._output = tempfile.TemporaryFile()  # noqa: SIM115 (closed in stop())
+        environ = {
+            **self._environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        }
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", FLOOR_MODULE, "--host", "127.0.0.1", "--port", str(self.port)],
+            cwd=self._workdir,
+            env=environ,
+            stdin=subprocess.DEVNULL,
+            stdout=self._output,
+            stderr=subprocess.STDOUT,
+        )
+
+
 @contextmanager
 def paywarden(
     database_url: str,
@@ -47,7 +76,9 @@ def paywarden(
     extra: Mapping[str, str] | None = None,
     count: int = 1,
     workers: int = 1,
+    floor: bool = False,
 ) -> Iterator[Served]:
+    """`count` servers of `workers` each; with `floor`, of the floor app (its `floor` tool too)."""
     extra = dict(extra or {})
     if count > 1:
         extra.setdefault("PAYWARDEN_DATABASE_POOL_SIZE", POOL_SIZE_MANY)
@@ -58,7 +89,8 @@ def paywarden(
     with ExitStack() as stack:
         processes = []
         for port in ports:
-            process = ServeProcess(port=port, environ=environ, workdir=workdir, workers=workers)
+            kind = FloorProcess if floor else ServeProcess
+            process = kind(port=port, environ=environ, workdir=workdir, workers=workers)
             stack.callback(process.stop)
             process.start()
             processes.append(process)
@@ -95,3 +127,31 @@ def sdk_client(private_key: str, token_address: str, *, timeout_s: float = 60) -
         }
     )
     return x402HttpxClient(buyer, timeout=timeout_s)
+
+
+def load(
+    served: Served, token: str, *, sessions: int, seconds: float, calls: list[Any], client: str = "lean"
+) -> dict[str, Any]:
+    command = [
+        sys.executable,
+        str(infra_path("loadtest")),
+        "--url",
+        served.mcp_url,
+        "--sessions",
+        str(sessions),
+        "--seconds",
+        str(seconds),
+        "--warmup",
+        str(WARMUP_S),
+        "--client",
+        client,
+    ]
+    for call in calls:
+        command += ["--call", call if isinstance(call, str) else json.dumps(call)]
+    environ = {**os.environ, "PAYWARDEN_LOADTEST_TOKEN": token}
+    finished = subprocess.run(
+        command, env=environ, capture_output=True, text=True, timeout=seconds + WARMUP_S + 300, check=False
+    )
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    result: dict[str, Any] = json.loads(finished.stdout)
+    return result

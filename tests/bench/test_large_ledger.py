@@ -117,5 +117,6 @@ async def test_reads_over_a_large_ledger(
                 target,
                 met,
                 {"p50_s": p50, "p99_s": p99},
+                client="official" if name == OFFICIAL else "lean",
             )
         )

@@ -15,57 +15,25 @@ On SQLite and PostgreSQL.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from server.kit.db import Database
-from tests.bench.harness import BenchSettings, BenchTable, Row, infra_path, rate, setting
+from tests.bench import floor
+from tests.bench.harness import BenchSettings, BenchTable, Row, rate, setting
 from tests.bench.profiling import profiled
-from tests.bench.servers import Served, chain, fresh_block, paywarden
+from tests.bench.servers import chain, fresh_block, load, paywarden
 from tests.support.chain import TestToken, fresh_wallet
 from tests.support.seller import Seller
 from tests.support.tenants import make_agent, pin_payee
 
 pytestmark = pytest.mark.timeout(1800)
 
-WARMUP_S = 3.0
-
 
 def db_label(db: Database) -> str:
     return "SQLite" if db.is_sqlite else "PostgreSQL"
-
-
-def load(
-    served: Served, token: str, *, sessions: int, seconds: float, calls: list[Any], client: str = "lean"
-) -> dict[str, Any]:
-    command = [
-        sys.executable,
-        str(infra_path("loadtest")),
-        "--url",
-        served.mcp_url,
-        "--sessions",
-        str(sessions),
-        "--seconds",
-        str(seconds),
-        "--warmup",
-        str(WARMUP_S),
-        "--client",
-        client,
-    ]
-    for call in calls:
-        command += ["--call", call if isinstance(call, str) else json.dumps(call)]
-    environ = {**os.environ, "PAYWARDEN_LOADTEST_TOKEN": token}
-    finished = subprocess.run(
-        command, env=environ, capture_output=True, text=True, timeout=seconds + WARMUP_S + 300, check=False
-    )
-    assert finished.returncode == 0, finished.stderr[-3000:]
-    result: dict[str, Any] = json.loads(finished.stdout)
-    return result
 
 
 def ms_or_dash(value: float | None) -> str:
@@ -76,9 +44,19 @@ def ms_or_dash(value: float | None) -> str:
 def test_get_budget_per_second_from_one_process(
     db: Database, tmp_path: Path, client: str, bench: BenchSettings, table: BenchTable
 ) -> None:
+    """get_budget, and right before it the floor, from the same sessions against the same process
+    (the floor app: Paywarden's tools and `floor`), so that their ratio is of one machine state."""
     sessions = setting("BUSY_SESSIONS", 32, 32)
-    with paywarden(db.url, tmp_path / "server") as served:
+    with paywarden(db.url, tmp_path / "server", floor=True) as served:
         token = make_agent(db, served.settings, allow_hosts=["127.0.0.1"]).token
+        floor_run = load(
+            served,
+            token,
+            sessions=sessions,
+            seconds=bench.throughput_seconds,
+            calls=[floor.NAME],
+            client=client,
+        )
         with profiled(served.processes[0].pid, f"get_budget-{db_label(db)}-{client}", mode=bench.profile):
             result = load(
                 served,
@@ -93,6 +71,7 @@ def test_get_budget_per_second_from_one_process(
         f"1 process, {sessions} sessions, {'official MCP client' if client == 'official' else 'lean client'}"
     )
     assert total["errors"] == 0, result["error_samples"]
+    assert floor_run["total"]["errors"] == 0, floor_run["error_samples"]
     table.add(
         Row(
             "get_budget throughput",
@@ -103,6 +82,21 @@ def test_get_budget_per_second_from_one_process(
             "≥ 500" if client == "lean" else "",
             total["per_second"] >= 500 if client == "lean" else None,
             {"per_second": total["per_second"]},
+            client=client,
+        )
+    )
+    share = total["per_second"] / floor_run["total"]["per_second"]
+    table.add(
+        Row(
+            "get_budget throughput",
+            db_label(db),
+            case,
+            "share of the floor's calls/s, same process, floor just before",
+            f"{share:.0%} (floor {rate(floor_run['total']['per_second'])})",
+            "≥ 50%" if client == "lean" else "",
+            share >= 0.5 if client == "lean" else None,
+            {"share": share},
+            client=client,
         )
     )
     table.add(
@@ -177,6 +171,7 @@ def test_many_sessions_against_two_workers(
                 case,
                 f"{call_label}: calls/s, p50 / p99",
                 f"{rate(stats['per_second'])}, {ms_or_dash(stats['p50_ms'])} / {ms_or_dash(stats['p99_ms'])}",
+                raw={"per_second": stats["per_second"]},
             )
         )
     kinds = ", ".join(f"{kind} {count}" for kind, count in sorted(result["error_kinds"].items()))

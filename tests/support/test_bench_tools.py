@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.bench.harness import BenchTable, Row, infra_script, percentile
+from tests.bench.harness import BenchTable, Floor, Row, infra_script, percentile
 from tests.bench.readme import BEGIN, END, PERFORMANCE, rewrite
 
 loadtest = infra_script("loadtest")
@@ -47,6 +47,25 @@ def test_the_table_groups_rows_by_benchmark_in_first_seen_order() -> None:
         ["| a", "SQLite"],
     ]
     assert all(line.endswith("| yes |") for line in lines)
+
+
+def test_rows_are_put_against_the_floor_of_their_database_and_client() -> None:
+    table = BenchTable()
+    rows = [
+        Row("reads", "SQLite", "c", "p50", "6 ms", raw={"p50_s": 0.006}),
+        Row("reads", "SQLite", "c", "p50", "9 ms", raw={"p50_s": 0.009}, client="official"),
+        Row("reads", "PostgreSQL", "c", "calls/s", "150/s", raw={"per_second": 150.0}),
+        Row("engine", "-", "c", "decisions/s", "90,000/s", raw={"per_second": 90_000.0}),
+        Row("anatomy", "SQLite", "c", "per call", "8 statements", raw={"statements": 8.0}),
+    ]
+    table.rows.extend(rows)
+    assert [table.of_floor(row) for row in rows] == [""] * len(rows)  # no floor measured: no multiple
+    table.floors["SQLite"] = Floor(p50_s={"lean": 0.002, "official": 0.003}, per_second={"lean": 600.0})
+    table.floors["PostgreSQL"] = Floor(p50_s={"lean": 0.003}, per_second={"lean": 300.0})
+    assert [table.of_floor(row) for row in rows] == ["3.00× p50", "3.00× p50", "0.50× rate", "150× rate", ""]
+    header, _, *lines = table.markdown().splitlines()
+    assert header.split(" | ")[5] == "× floor"
+    assert lines[0].split(" | ")[5] == "3.00× p50"
 
 
 def test_the_load_test_reads_json_and_event_stream_answers() -> None:
