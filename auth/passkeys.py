@@ -8,10 +8,14 @@ requires user verification (a PIN, a fingerprint, a face), not just presence. Ch
 
 Enrolment links carry a random token of which only the SHA-256 is kept on the member; the first
 passkey registered through a link uses it up.
+
+`webauthn` (with the X.509 and CBOR parsers it brings) is loaded by the ceremonies that use it: a
+server process starts without it, and its first passkey ceremony pays for it.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import secrets
@@ -20,27 +24,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlmodel import Session
-from webauthn import (
-    generate_authentication_options,
-    generate_registration_options,
-    options_to_json,
-    verify_authentication_response,
-    verify_registration_response,
-)
-from webauthn.helpers import base64url_to_bytes, bytes_to_base64url
-from webauthn.helpers.exceptions import (
-    InvalidAuthenticationResponse,
-    InvalidCBORData,
-    InvalidJSONStructure,
-    InvalidRegistrationResponse,
-)
-from webauthn.helpers.structs import (
-    AuthenticatorSelectionCriteria,
-    AuthenticatorTransport,
-    PublicKeyCredentialDescriptor,
-    ResidentKeyRequirement,
-    UserVerificationRequirement,
-)
 
 from auth.errors import (
     ChallengeExpired,
@@ -71,17 +54,34 @@ CHALLENGE_TTL = timedelta(minutes=5)
 CONFIRMATION_TTL = timedelta(minutes=2)
 RP_NAME = "Paywarden"
 MAX_NAME = 60
-_TRANSPORTS = {item.value for item in AuthenticatorTransport}
-# Whatever goes wrong inside a ceremony's answer is the member's passkey failing, not the server.
-_CEREMONY_ERRORS = (
-    InvalidRegistrationResponse,
-    InvalidAuthenticationResponse,
-    InvalidJSONStructure,
-    InvalidCBORData,
-    KeyError,
-    TypeError,
-    ValueError,
-)
+
+
+@functools.cache
+def _known_transports() -> frozenset[str]:
+    from webauthn.helpers.structs import AuthenticatorTransport
+
+    return frozenset(item.value for item in AuthenticatorTransport)
+
+
+def _ceremony_errors() -> tuple[type[Exception], ...]:
+    """Whatever goes wrong inside a ceremony's answer is the member's passkey failing, not the
+    server."""
+    from webauthn.helpers.exceptions import (
+        InvalidAuthenticationResponse,
+        InvalidCBORData,
+        InvalidJSONStructure,
+        InvalidRegistrationResponse,
+    )
+
+    return (
+        InvalidRegistrationResponse,
+        InvalidAuthenticationResponse,
+        InvalidJSONStructure,
+        InvalidCBORData,
+        KeyError,
+        TypeError,
+        ValueError,
+    )
 
 
 @dataclass(frozen=True)
@@ -184,6 +184,15 @@ def registration_options(
     session: Session, *, rp: RelyingParty, member: Member, purpose: ChallengePurpose, now: datetime
 ) -> Ceremony:
     """Options for creating a passkey for `member` (a discoverable credential, user verified)."""
+    from webauthn import generate_registration_options, options_to_json
+    from webauthn.helpers import base64url_to_bytes
+    from webauthn.helpers.structs import (
+        AuthenticatorSelectionCriteria,
+        PublicKeyCredentialDescriptor,
+        ResidentKeyRequirement,
+        UserVerificationRequirement,
+    )
+
     existing = PasskeyRepository(session).of_member(_principal(member), member.id)
     options = generate_registration_options(
         rp_id=rp.rp_id,
@@ -234,6 +243,9 @@ def register_passkey(
 ) -> MemberPasskey:
     """Verify the browser's answer to a claimed registration challenge and keep the new passkey.
     An enrolment uses up the member's enrolment link."""
+    from webauthn import verify_registration_response
+    from webauthn.helpers import bytes_to_base64url
+
     label = passkey_name(name, now=now)
     purpose = challenge.purpose
     if challenge.member_id != member.id or purpose not in (
@@ -249,7 +261,7 @@ def register_passkey(
             expected_origin=rp.origin,
             require_user_verification=True,
         )
-    except _CEREMONY_ERRORS as exc:
+    except _ceremony_errors() as exc:
         raise PasskeyCheckFailed() from exc
     passkeys = PasskeyRepository(session)
     credential_id = bytes_to_base64url(verified.credential_id)
@@ -290,6 +302,9 @@ def register_passkey(
 
 def authentication_options(session: Session, *, rp: RelyingParty, now: datetime) -> Ceremony:
     """Options for a usernameless sign-in: any passkey of this site may answer."""
+    from webauthn import generate_authentication_options, options_to_json
+    from webauthn.helpers.structs import UserVerificationRequirement
+
     options = generate_authentication_options(
         rp_id=rp.rp_id,
         timeout=int(CHALLENGE_TTL.total_seconds() * 1000),
@@ -305,6 +320,8 @@ def authenticate(
     session: Session, *, rp: RelyingParty, challenge: WebAuthnChallenge, credential: object, now: datetime
 ) -> tuple[Member, MemberPasskey]:
     """The member whose passkey answered the (claimed) sign-in challenge."""
+    from webauthn.helpers import base64url_to_bytes
+
     if challenge.purpose is not ChallengePurpose.SIGN_IN:
         raise ChallengeExpired()
     answer = _credential(credential)
@@ -323,7 +340,7 @@ def authenticate(
     try:
         if handle and base64url_to_bytes(handle) != member.id.encode():
             raise PasskeyNotRecognised()
-    except _CEREMONY_ERRORS as exc:
+    except _ceremony_errors() as exc:
         raise PasskeyCheckFailed() from exc
     _check_assertion(passkeys, passkey, answer, expected_challenge=challenge.challenge, rp=rp, now=now)
     audit(
@@ -352,6 +369,10 @@ def confirmation_options(
     """Options for confirming one decision with one of `member`'s own passkeys, user verified,
     over a challenge the caller computed (it commits to what is decided); the challenge's row keeps
     the approval and the nonce, so the answer can be checked against them."""
+    from webauthn import generate_authentication_options, options_to_json
+    from webauthn.helpers import base64url_to_bytes
+    from webauthn.helpers.structs import PublicKeyCredentialDescriptor, UserVerificationRequirement
+
     own = PasskeyRepository(session).of_member(_principal(member), member.id)
     options = generate_authentication_options(
         rp_id=rp.rp_id,
@@ -412,6 +433,8 @@ def _check_assertion(
 ) -> None:
     """The assertion signs `expected_challenge` with `passkey`, user verified, on this site; the
     passkey's counter moves on. Anything else is PasskeyCheckFailed."""
+    from webauthn import verify_authentication_response
+
     try:
         verified = verify_authentication_response(
             credential=answer,
@@ -422,7 +445,7 @@ def _check_assertion(
             credential_current_sign_count=passkey.sign_count,
             require_user_verification=True,
         )
-    except _CEREMONY_ERRORS as exc:
+    except _ceremony_errors() as exc:
         raise PasskeyCheckFailed() from exc
     passkey.sign_count = verified.new_sign_count
     passkey.last_used_at = now
@@ -498,4 +521,4 @@ def _transports(credential: object) -> list[str]:
     found = response.get("transports") if isinstance(response, dict) else None
     if not isinstance(found, list):
         return []
-    return [item for item in found if isinstance(item, str) and item in _TRANSPORTS][:8]
+    return [item for item in found if isinstance(item, str) and item in _known_transports()][:8]

@@ -25,9 +25,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlmodel import Session
-from webauthn import generate_authentication_options, options_to_json
-from webauthn.helpers import base64url_to_bytes
-from webauthn.helpers.structs import PublicKeyCredentialDescriptor, UserVerificationRequirement
 
 from auth.errors import ChallengeExpired, StepUpRequired
 from auth.passkeys import Ceremony, RelyingParty, verify_confirmation
@@ -84,6 +81,10 @@ def begin(
     subject: Subject | None = None,
 ) -> Ceremony:
     """A challenge that only one of the signed-in member's own passkeys can answer."""
+    from webauthn import generate_authentication_options, options_to_json
+    from webauthn.helpers import base64url_to_bytes
+    from webauthn.helpers.structs import PublicKeyCredentialDescriptor, UserVerificationRequirement
+
     member = signed_in.member
     own = PasskeyRepository(session).of_member(signed_in.principal, member.id)
     if not own:

@@ -26,6 +26,7 @@ from starlette.routing import Route
 from server.jobs.runner import JobRunner
 from server.kit.bodies import BodyLimit, RequestTooLarge, limit_for_path
 from server.kit.clock import Clock
+from server.kit.loading import loaded
 from server.kit.logs import configure_logging
 from server.kit.metrics import process_stopping
 from server.kit.migrations import current_revision, head_revision
@@ -145,4 +146,6 @@ def create_app_from_env() -> Starlette:
     configure_logging(settings.log_format)
     # The lifespan's end removes this process's live gauges; this also covers a start that failed.
     atexit.register(process_stopping)
-    return create_app(settings)
+    app = create_app(settings)
+    loaded()  # what serve loaded with the garbage collector off is frozen (server/kit/loading.py)
+    return app

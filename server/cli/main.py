@@ -57,6 +57,7 @@ def serve(
 
     import uvicorn
 
+    from server.kit.loading import collect_later
     from server.kit.stopping import calls_grace_seconds
     from server.settings import is_configured
 
@@ -73,6 +74,7 @@ def serve(
             own_metrics_dir = os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(
                 prefix="paywarden-metrics-"
             )
+        collect_later()  # until the app's factory has loaded it (server/kit/loading.py)
         ctx = cli_context()
         ctx.ready()
         shared_in = f", metrics shared in {own_metrics_dir}" if own_metrics_dir else ""

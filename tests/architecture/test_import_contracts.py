@@ -71,3 +71,17 @@ def test_loading_the_policy_engine_loads_no_table_and_no_database_library() -> N
         [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True
     )
     assert loaded.stdout.strip() == "[]"
+
+
+def test_loading_the_server_loads_no_passkey_library() -> None:
+    """A server process starts without the WebAuthn library (and the X.509 and CBOR parsers it
+    brings): the first passkey ceremony loads it. Tests start hundreds of servers; most never see
+    a passkey."""
+    probe = (
+        "import sys, server.app;"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in {'webauthn', 'OpenSSL', 'cbor2'}))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True
+    )
+    assert loaded.stdout.strip() == "[]"
