@@ -18,7 +18,9 @@ import pytest
 from mcp import Client
 from mcp_types import CallToolResult
 
+from server.kit.clock import SystemClock
 from server.kit.db import Database
+from server.tenancy.service import find_org, set_circuit_thresholds
 from tests.support.chain import Anvil, TestToken
 from tests.support.cli import run_cli
 from tests.support.fixtures_chain import FundedWallet
@@ -28,6 +30,7 @@ from tests.support.hostile_seller import (  # noqa: F401 (pytest finds fixtures 
     fixture_hostile_seller,
 )
 from tests.support.paywarden import RunningServer, chain_environ, mcp_client, serve
+from tests.support.principals import OPERATOR
 from tests.support.tenants import AgentSetup, make_agent, make_member, pin_payee
 
 pytestmark = [pytest.mark.anyio, pytest.mark.chain]
@@ -93,7 +96,17 @@ def agent(
     paywarden: RunningServer, db: Database, funded_wallet: FundedWallet, hostile_seller: HostileSeller
 ) -> AgentSetup:
     pin_payee(db, url=hostile_seller.url("/"), pay_to=hostile_seller.pay_to)
-    return make_agent(db, paywarden.settings, allow_hosts=["127.0.0.1"], wallet_key=funded_wallet.private_key)
+    setup = make_agent(
+        db, paywarden.settings, allow_hosts=["127.0.0.1"], wallet_key=funded_wallet.private_key
+    )
+    # Every scenario is a seller on this one host that takes payment and answers badly: the
+    # circuit breaker would rightly block it after three, and these tests are about its words.
+    with db.write() as session:
+        org = find_org(session, OPERATOR, setup.org_id)
+        set_circuit_thresholds(
+            session, org=org, failures=100, hours=None, actor="test", now=SystemClock().now()
+        )
+    return setup
 
 
 @pytest.fixture

@@ -95,6 +95,7 @@ def test_another_organisations_token_sees_and_changes_nothing(server: RunningSer
         "rule_id": rule_id,
         "payment_id": held.intent.id,
         "entry_id": entry_id,
+        "host": "seller.example.com",  # a circuit: another organisation's clearing finds none of its own
     }
     secrets = [
         mine.agent_id,
