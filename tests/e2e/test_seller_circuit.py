@@ -14,9 +14,12 @@ from typing import Any
 import pytest
 from sqlmodel import col, select
 
+from auth.principal import Principal
 from auth.scopes import Scope
+from server.kit.clock import SystemClock
 from server.kit.db import Database
 from server.models import AuditEvent, PaymentIntent
+from server.payments.circuits import clear_circuit
 from tests.support.admin_api import admin_token, call, problem
 from tests.support.chain import Anvil, TestToken, fresh_wallet
 from tests.support.fixtures_chain import FundedWallet
@@ -116,10 +119,15 @@ async def test_undelivered_payments_open_the_circuit_and_only_a_member_clears_it
     member = admin_token(db, paywarden, agent.org_id, frozenset({Scope.ADMIN_WRITE}))
     listed = call(paywarden, "get", "/circuits", member)
     assert [row["host"] for row in listed.json()["circuits"]] == [HOST]
-    cleared = call(paywarden, "delete", f"/circuits/{HOST}", member)
-    assert cleared.status_code == 200, cleared.text
-    assert cleared.json()["clearedAt"] is not None
-    problem(call(paywarden, "delete", f"/circuits/{HOST}", member), 404, "circuit_not_found")
+    # Clearing lets the agents pay the seller again: not with a token, only after a passkey.
+    problem(call(paywarden, "delete", f"/circuits/{HOST}", member), 403, "sudo_required")
+    with db.write() as session:  # what the dashboard does once the member confirmed (its own test)
+        clear_circuit(
+            session,
+            Principal.for_member(org_id=agent.org_id, member_id="mem_x"),
+            host=HOST,
+            now=SystemClock().now(),
+        )
     with db.read() as session:
         kinds = session.exec(
             select(AuditEvent.type).where(
@@ -149,6 +157,9 @@ async def test_the_threshold_is_the_organisations_setting(
     changed = call(paywarden, "patch", "/organization", member, body={"circuitFailures": 1})
     assert changed.status_code == 200, changed.text
     assert (changed.json()["circuitFailures"], changed.json()["circuitWindowHours"]) == (1, 24)
+    # Loosening the breaker lets more undelivered calls through: a token alone cannot.
+    for loosened in ({"circuitFailures": 5}, {"circuitWindowHours": 2}):
+        problem(call(paywarden, "patch", "/organization", member, body=loosened), 403, "sudo_required")
     async with mcp_client(paywarden.mcp_url, agent.token) as client:
         assert open_circuits(structured(await client.call_tool("get_budget", {}))) == []
         path = hostile_seller.path("drop")  # the answer lost after the signature: not counted yet

@@ -69,10 +69,21 @@ def test_members_see_a_blocked_seller_and_only_an_owner_or_admin_clears_it(
         with sqlite_db.read() as session:
             assert open_circuit(session, org_id=org_id, host=HOST, now=server.clock.now()) is not None
 
+        # Payments to the host would resume: that waits for a passkey first (sudo).
+        unconfirmed = owner.browser.http.post(
+            "/admin/circuits/clear", data={"host": HOST, "csrf": csrf_of(page.text)}
+        )
+        assert unconfirmed.status_code == 303
+        assert unconfirmed.headers["location"].startswith("/account/sudo?next=")
+        with sqlite_db.read() as session:
+            assert open_circuit(session, org_id=org_id, host=HOST, now=server.clock.now()) is not None
+        owner.browser.sudo()
+        page = owner.browser.get("/admin")
         cleared = owner.browser.http.post(
             "/admin/circuits/clear", data={"host": HOST, "csrf": csrf_of(page.text)}
         )
         assert cleared.status_code == 303
+        assert cleared.headers["location"] == "/admin"
         with sqlite_db.read() as session:
             assert open_circuit(session, org_id=org_id, host=HOST, now=server.clock.now()) is None
             events = session.exec(

@@ -14,6 +14,7 @@ from auth.principal import Principal
 from server.approvals.notifications import check_webhook_url, mask_webhook, seal_webhook
 from server.kit.crypto import MasterKey
 from server.models import Organization
+from server.policy.service import SudoRequired
 from server.tenancy.service import (
     find_org,
     rename_org,
@@ -53,6 +54,15 @@ def _change(
     """Every setting asked for, in one unit of work: each is checked before anything is kept."""
     org = _own(session, principal)
     actor = principal.actor
+    # More failures before a seller is blocked, or a shorter window to count them in, lets more
+    # paid-but-undelivered calls through: that waits for a passkey, on the dashboard.
+    loosened = []
+    if asked.circuitFailures is not None and asked.circuitFailures > org.circuit_failures:
+        loosened.append("circuitFailures")
+    if asked.circuitWindowHours is not None and asked.circuitWindowHours < org.circuit_window_hours:
+        loosened.append("circuitWindowHours")
+    if loosened:
+        raise SudoRequired(widens=tuple(loosened))
     if asked.name is not None:
         rename_org(session, org=org, name=asked.name, actor=actor, now=now)
     if asked.approvalTtlSeconds is not None:

@@ -24,6 +24,7 @@ from server.web.charts import Series, StackedBars, fill_of, stacked_bars, usd_la
 from server.web.pages.agents import agent_url, may_manage
 from server.web.pages.common import Visit
 from server.web.pages.destinations import HOME
+from server.web.pages.sudo import has_fresh_sudo, sudo_url
 
 CLEAR_PATH = "/admin/circuits/clear"
 
@@ -103,6 +104,8 @@ async def clear(visit: Visit) -> Response:
             status=403,
             link=(HOME, "Back to the overview"),
         )
+    if not await has_fresh_sudo(visit):  # payments to the host resume: that widens
+        return visit.redirect(sudo_url(HOME))
     host = str(form.get("host") or "")
     services = visit.services
     try:
