@@ -54,10 +54,16 @@ COLUMNS = (
     "completed_at",
     "settled_at",
     "updated_at",
+    "lapse_block",
+    "lapse_block_time",
 )
 # Out of 100 payments: how many end in each state.
 STATUS_MIX = (("settled", 95), ("failed", 3), ("expired", 2))
 COUNTED_FOR_EVER = {"settled"}
+# A failed or expired payment counts until the chain shows its window closed; the reconciler then
+# records the block that proves it (`lapse_block`). Rows written here get that record once their
+# window is over at `now`, as the reconciler would have given them.
+LAPSE_BLOCK = 1
 HOST = "api.example.com"
 ASSET = "0x036CbD53842c5426634e7929541eC2318f3dCF7e"
 PAY_TO = "0x1111111111111111111111111111111111111111"
@@ -98,7 +104,9 @@ def _rows(
         intent_id = f"pi_bulk{index:013x}"
         unix = int(created.timestamp())
         settled = created + timedelta(milliseconds=40) if status == "settled" else None
-        if status in COUNTED_FOR_EVER and created >= today:
+        valid_before = unix + VALIDITY_S - 60
+        lapsed = status not in COUNTED_FOR_EVER and valid_before < int(now.timestamp())
+        if not lapsed and created >= today:
             written.spent_today_atomic[agent] = written.spent_today_atomic.get(agent, 0) + amount
         newest[agent].append((created, intent_id))
         if len(newest[agent]) > 100:
@@ -123,7 +131,7 @@ def _rows(
             payer[agent],
             "0x" + f"{index:064x}",
             unix - 60,
-            unix + VALIDITY_S - 60,
+            valid_before,
             2,
             decision,
             "local_key",
@@ -136,6 +144,8 @@ def _rows(
             created + timedelta(milliseconds=30),
             settled,
             settled or created + timedelta(milliseconds=30),
+            LAPSE_BLOCK if lapsed else None,
+            valid_before + 2 if lapsed else None,
         )
         written.rows += 1
     for agent, entries in newest.items():
