@@ -321,9 +321,7 @@ class WebAuthnChallenge(SQLModel, table=True):
     nonce: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
     # A decision on a policy change an agent asked for: the challenge commits to the change's hash,
     # the versions it would change and `nonce` (server/approvals/confirmation.py).
-    policy_change_id: str | None = Field(
-        default=None, foreign_key="policy_change_requests.id", max_length=40
-    )
+    policy_change_id: str | None = Field(default=None, foreign_key="policy_change_requests.id", max_length=40)
 
 
 class StepUp(SQLModel, table=True):

@@ -29,7 +29,7 @@ from server.policy.rules import Rule
 from server.vocabulary import SUPPORTED_NETWORKS, Role, RuleKind, RuleScope, RuleWindow, WalletMode
 
 # The scopes an agent token may carry, spelled out so the OpenAPI document lists them.
-AgentScope = Literal["catalog:read", "payments:read", "payments:write", "rules:propose"]
+AgentScope = Literal["catalog:read", "payments:read", "payments:write", "policy:request", "rules:propose"]
 assert set(get_args(AgentScope)) == {str(scope) for scope in AGENT_SCOPES}
 
 
