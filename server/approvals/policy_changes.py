@@ -204,10 +204,18 @@ def latest_in_org(
     session: Session, principal: Principal, *, member: Member, agent_id: str | None = None, limit: int = 50
 ) -> list[PolicyChangeRequest]:
     """The organisation's requests (or one agent's), newest first, whatever became of them."""
+    return newest_of_org(session, principal, org_id=member.org_id, agent_id=agent_id, limit=limit)
+
+
+def newest_of_org(
+    session: Session, principal: Principal, *, org_id: str, agent_id: str | None, limit: int
+) -> list[PolicyChangeRequest]:
+    """`org_id`'s requests (or one of its agents'), newest first; another organisation's agent is
+    AgentNotFound."""
+    if agent_id is not None:
+        get_agent(session, principal, agent_id)
     return list(
-        PolicyChangeRepository(session).newest(
-            principal, org_id=member.org_id, agent_id=agent_id, limit=limit
-        )
+        PolicyChangeRepository(session).newest(principal, org_id=org_id, agent_id=agent_id, limit=limit)
     )
 
 
