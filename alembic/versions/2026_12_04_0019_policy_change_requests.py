@@ -49,9 +49,7 @@ def upgrade() -> None:
         "ix_policy_change_requests_agent_status", "policy_change_requests", ["agent_id", "status"]
     )
     op.create_index("ix_policy_change_requests_org_status", "policy_change_requests", ["org_id", "status"])
-    op.create_index(
-        op.f("ix_policy_change_requests_expires_at"), "policy_change_requests", ["expires_at"]
-    )
+    op.create_index(op.f("ix_policy_change_requests_expires_at"), "policy_change_requests", ["expires_at"])
     with op.batch_alter_table("webauthn_challenges", schema=None) as batch_op:
         batch_op.add_column(sa.Column("policy_change_id", sa.String(length=40), nullable=True))
         batch_op.create_foreign_key(
