@@ -5,7 +5,7 @@ changing them gives room to every agent they bound."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -47,9 +47,9 @@ def _yes(value: bool) -> str:
     return "yes" if value else "no"
 
 
-def _rule_what(rule_id: str, rule: Rule | None, *, waiting: bool) -> str:
+def _rule_what(rule_id: str, rule: Rule | None) -> str:
     if rule is None:
-        return f"Rule {rule_id} (no longer in force)" if waiting else f"Rule {rule_id}"
+        return f"Rule {rule_id} (no longer in force)"
     condition = "".join(
         [
             f", for host {rule.host}" if rule.host else "",
@@ -60,109 +60,108 @@ def _rule_what(rule_id: str, rule: Rule | None, *, waiting: bool) -> str:
     return f"Rule {rule_id}: {rule.kind}{window}{condition} ({SCOPE_WORDS[rule.scope]})"
 
 
+def _policy_parts(
+    change: RequestedChange, window: str
+) -> list[tuple[bool, str, str, Callable[[Policy], str]]]:
+    """Each policy part the change may have: whether it has it, what it is about, what was asked,
+    and how a policy shows that setting (now, and after approval)."""
+    threshold = "no threshold" if change.remove_step_up_threshold else _usd(change.step_up_threshold_usd)
+    return [
+        (
+            bool(change.add_allow_hosts),
+            "Allowed hosts",
+            "add " + _listed(change.add_allow_hosts),
+            lambda policy: _listed(policy.allow_hosts),
+        ),
+        (
+            bool(change.remove_deny_hosts),
+            "Denied hosts",
+            "stop denying " + _listed(change.remove_deny_hosts),
+            lambda policy: _listed(policy.deny_hosts),
+        ),
+        (
+            bool(change.add_networks),
+            "Networks",
+            "add " + _listed([network_name(item) for item in change.add_networks]),
+            lambda policy: _listed([network_name(item) for item in policy.networks]),
+        ),
+        (
+            bool(change.remove_pay_to_deny),
+            "Denied payees",
+            "stop denying " + _listed(change.remove_pay_to_deny),
+            lambda policy: _listed(policy.pay_to_deny),
+        ),
+        (
+            change.max_usd_per_tx is not None,
+            "Most per payment",
+            _usd(change.max_usd_per_tx),
+            lambda policy: _usd(policy.max_usd_per_tx),
+        ),
+        (
+            change.daily_cap_usd is not None,
+            "Most per day (UTC)",
+            _usd(change.daily_cap_usd),
+            lambda policy: _usd(policy.daily_cap_usd),
+        ),
+        (
+            change.step_up_threshold_usd is not None or change.remove_step_up_threshold,
+            "A person approves payments from",
+            threshold,
+            lambda policy: _usd(policy.step_up_threshold_usd, none="no threshold"),
+        ),
+        (
+            change.velocity_max_tx is not None,
+            f"Most payments per {window}",
+            str(change.velocity_max_tx),
+            lambda policy: "no limit" if policy.velocity.max_tx is None else str(policy.velocity.max_tx),
+        ),
+        (
+            change.velocity_max_usd is not None,
+            f"Most USD per {window}",
+            _usd(change.velocity_max_usd),
+            lambda policy: _usd(policy.velocity.max_usd),
+        ),
+        (
+            change.allow_catalog_hosts,
+            "Sellers listed in the catalog count as allowed",
+            "yes",
+            lambda policy: _yes(policy.allow_catalog_hosts),
+        ),
+        (
+            change.allow_unverified_sellers,
+            "Only sellers the catalog verified",
+            "no",
+            lambda policy: _yes(policy.verified_sellers_only),
+        ),
+    ]
+
+
 def lines_of(change: RequestedChange, policy: Policy | None, rules: Mapping[str, Rule]) -> list[Line]:
     """Each part of `change`, with the setting now and after approval when `policy` (the one in
     force) is given; without it (a request already decided), only what was asked."""
-    after = change.policy_after(policy) if policy is not None else None
-    lines: list[Line] = []
-
-    def add(what: str, asked: str, now: str | None, then: str | None) -> None:
-        lines.append(Line(what, asked, now if policy else None, then if after else None))
-
-    velocity_window = f"{policy.velocity.window_seconds} seconds" if policy else "the velocity window"
-    if change.add_allow_hosts:
-        add(
-            "Allowed hosts",
-            "add " + _listed(change.add_allow_hosts),
-            _listed(policy.allow_hosts) if policy else None,
-            _listed(after.allow_hosts) if after else None,
-        )
-    if change.remove_deny_hosts:
-        add(
-            "Denied hosts",
-            "stop denying " + _listed(change.remove_deny_hosts),
-            _listed(policy.deny_hosts) if policy else None,
-            _listed(after.deny_hosts) if after else None,
-        )
-    if change.add_networks:
-        add(
-            "Networks",
-            "add " + _listed([network_name(item) for item in change.add_networks]),
-            _listed([network_name(item) for item in policy.networks]) if policy else None,
-            _listed([network_name(item) for item in after.networks]) if after else None,
-        )
-    if change.remove_pay_to_deny:
-        add(
-            "Denied payees",
-            "stop denying " + _listed(change.remove_pay_to_deny),
-            _listed(policy.pay_to_deny) if policy else None,
-            _listed(after.pay_to_deny) if after else None,
-        )
-    if change.max_usd_per_tx is not None:
-        add(
-            "Most per payment",
-            _usd(change.max_usd_per_tx),
-            _usd(policy.max_usd_per_tx) if policy else None,
-            _usd(after.max_usd_per_tx) if after else None,
-        )
-    if change.daily_cap_usd is not None:
-        add(
-            "Most per day (UTC)",
-            _usd(change.daily_cap_usd),
-            _usd(policy.daily_cap_usd) if policy else None,
-            _usd(after.daily_cap_usd) if after else None,
-        )
-    if change.step_up_threshold_usd is not None or change.remove_step_up_threshold:
-        add(
-            "A person approves payments from",
-            "no threshold" if change.remove_step_up_threshold else _usd(change.step_up_threshold_usd),
-            _usd(policy.step_up_threshold_usd, none="no threshold") if policy else None,
-            _usd(after.step_up_threshold_usd, none="no threshold") if after else None,
-        )
-    if change.velocity_max_tx is not None:
-        count = policy.velocity.max_tx if policy else None
-        add(
-            f"Most payments per {velocity_window}",
-            str(change.velocity_max_tx),
-            "no limit" if count is None else str(count),
-            str(change.velocity_max_tx),
-        )
-    if change.velocity_max_usd is not None:
-        add(
-            f"Most USD per {velocity_window}",
-            _usd(change.velocity_max_usd),
-            _usd(policy.velocity.max_usd) if policy else None,
-            _usd(change.velocity_max_usd),
-        )
-    if change.allow_catalog_hosts:
-        add(
-            "Sellers listed in the catalog count as allowed",
-            "yes",
-            _yes(policy.allow_catalog_hosts) if policy else None,
-            "yes",
-        )
-    if change.allow_unverified_sellers:
-        add(
-            "Only sellers the catalog verified",
-            "no",
-            _yes(policy.verified_sellers_only) if policy else None,
-            "no",
-        )
+    if policy is None:
+        parts = _policy_parts(change, "the velocity window")
+        lines = [Line(what, asked) for asked_for, what, asked, _ in parts if asked_for]
+        lines += [
+            Line(f"Rule {rule_id}", "limit " + _usd(limit, atomic=True))
+            for rule_id, limit in change.raise_rule_limits
+        ]
+        return lines + [Line(f"Rule {rule_id}", "remove it") for rule_id in change.remove_rules]
+    after = change.policy_after(policy)
+    parts = _policy_parts(change, f"{policy.velocity.window_seconds} seconds")
+    lines = [
+        Line(what, asked, show(policy), show(after)) for asked_for, what, asked, show in parts if asked_for
+    ]
     for rule_id, limit in change.raise_rule_limits:
         rule = rules.get(rule_id)
-        add(
-            _rule_what(rule_id, rule, waiting=policy is not None),
-            "limit " + _usd(limit, atomic=True),
-            _usd(rule.limit_atomic, atomic=True) if rule else "not in force",
-            _usd(limit, atomic=True),
+        now = _usd(rule.limit_atomic, atomic=True) if rule else "not in force"
+        lines.append(
+            Line(
+                _rule_what(rule_id, rule), "limit " + _usd(limit, atomic=True), now, _usd(limit, atomic=True)
+            )
         )
     for rule_id in change.remove_rules:
-        add(
-            _rule_what(rule_id, rules.get(rule_id), waiting=policy is not None),
-            "remove it",
-            "in force",
-            "removed",
-        )
+        lines.append(Line(_rule_what(rule_id, rules.get(rule_id)), "remove it", "in force", "removed"))
     return lines
 
 

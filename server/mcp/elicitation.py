@@ -21,7 +21,9 @@ from mcp_types import ElicitResult
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from server.kit.stopping import Stopping
+from server.mcp.approval_state import ApprovalStateSealer
 from server.mcp.endpoint import DISCONNECTED_KEY
+from server.services import Services
 from server.vocabulary import ApprovalPrompt
 
 INPUT_KEY = "approval"
@@ -31,6 +33,18 @@ ANSWERS = {
     "decline": ApprovalPrompt.DECLINED,
     "cancel": ApprovalPrompt.CANCELLED,
 }
+
+
+class PageOffers:
+    """What a tool that offers a page to the person and may wait for its decision holds: the
+    services, the sealer of its 2026-07-28 `requestState` (one key every process derives), and
+    how long and how often it waits (PAYWARDEN_APPROVAL_WAIT_MS, PAYWARDEN_APPROVAL_POLL_MS)."""
+
+    def __init__(self, services: Services) -> None:
+        self._services = services
+        self._sealer = ApprovalStateSealer(services.settings.master.derive("paywarden mcp approval state"))
+        self._wait_s = services.settings.approval_wait_ms / 1000
+        self._poll_s = services.settings.approval_poll_ms / 1000
 
 
 def is_modern(ctx: Context[Any, Any]) -> bool:

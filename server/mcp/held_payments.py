@@ -36,9 +36,10 @@ from auth.principal import Principal
 from server.approvals.service import RETRY_WINDOW
 from server.approvals.waiting import wait_for_decision
 from server.kit.errors import PaywardenError
-from server.mcp.approval_state import ApprovalState, ApprovalStateSealer, state_expiry
+from server.mcp.approval_state import ApprovalState, state_expiry
 from server.mcp.elicitation import (
     INPUT_KEY,
+    PageOffers,
     answer_of,
     ask_to_open,
     declares_url_elicitation,
@@ -48,7 +49,6 @@ from server.mcp.elicitation import (
 )
 from server.payments.inputs import FetchPaidInput
 from server.payments.results import FreeOutcome, PaidOutcome, PendingOutcome
-from server.services import Services
 from server.vocabulary import ApprovalPrompt, ApprovalStatus
 
 TOOL = "fetch_paid"
@@ -70,13 +70,7 @@ class HeldOutcome:
 Outcome = FreeOutcome | PaidOutcome | HeldOutcome | InputRequiredResult
 
 
-class HeldPayments:
-    def __init__(self, services: Services) -> None:
-        self._services = services
-        self._sealer = ApprovalStateSealer(services.settings.master.derive("paywarden mcp approval state"))
-        self._wait_s = services.settings.approval_wait_ms / 1000
-        self._poll_s = services.settings.approval_poll_ms / 1000
-
+class HeldPayments(PageOffers):
     async def fetch_paid(
         self, ctx: Context[Any, Any], principal: Principal, request: FetchPaidInput, arguments: dict[str, Any]
     ) -> Outcome:

@@ -28,9 +28,10 @@ from mcp_types import ElicitRequest, ElicitRequestURLParams, InputRequiredResult
 from auth.principal import Principal
 from server.approvals.policy_changes import RequestView, ask_for_change, manage_url, request_status, view_of
 from server.approvals.waiting import wait_for_change_decision
-from server.mcp.approval_state import ApprovalState, ApprovalStateSealer
+from server.mcp.approval_state import ApprovalState
 from server.mcp.elicitation import (
     INPUT_KEY,
+    PageOffers,
     answer_of,
     ask_to_open,
     declares_url_elicitation,
@@ -39,7 +40,6 @@ from server.mcp.elicitation import (
     while_connected,
 )
 from server.policy.requested_changes import RequestedChange
-from server.services import Services
 from server.vocabulary import ApprovalPrompt, PolicyChangeStatus
 
 TOOL = "request_policy_change"
@@ -59,13 +59,7 @@ class Asked:
     prompt: ApprovalPrompt
 
 
-class PolicyChangeOffers:
-    def __init__(self, services: Services) -> None:
-        self._services = services
-        self._sealer = ApprovalStateSealer(services.settings.master.derive("paywarden mcp approval state"))
-        self._wait_s = services.settings.approval_wait_ms / 1000
-        self._poll_s = services.settings.approval_poll_ms / 1000
-
+class PolicyChangeOffers(PageOffers):
     async def ask_and_offer(
         self,
         ctx: Context[Any, Any],

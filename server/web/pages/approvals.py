@@ -22,7 +22,6 @@ from auth.passkeys import claim_challenge
 from auth.sessions import SignedIn
 from server.approvals import service as approvals
 from server.approvals.errors import ApprovalNotFound
-from server.kit.errors import InputReason, InvalidInput
 from server.kit.money import format_usd
 from server.kit.networks import is_testnet, network_name
 from server.models import Agent, Approval, Organization
@@ -30,7 +29,7 @@ from server.payments import decisions
 from server.tenancy.service import find_org, get_agent
 from server.vocabulary import ApprovalStatus, ChallengePurpose, HoldReason
 from server.web.pages import policy_changes
-from server.web.pages.ceremonies import options_answer, read_answer
+from server.web.pages.ceremonies import decision_of, options_answer, read_answer
 from server.web.pages.common import Visit
 from server.web.pages.policy_changes import ChangeView
 
@@ -287,20 +286,12 @@ def _notice(done: str, view: ApprovalView) -> str | None:
     return DONE.get(done)
 
 
-def _decision(value: object) -> bool:
-    if value == "approve":
-        return True
-    if value == "deny":
-        return False
-    raise InvalidInput(InputReason.INVALID_DECISION)
-
-
 async def decision_options(visit: Visit) -> Response:
     body = await read_answer(visit)
     services = visit.services
     signed_in = visit.member
     approval_id = _approval_id(visit)
-    approve = _decision(body.get("decision"))
+    approve = decision_of(body, no="deny")
 
     ceremony = await services.db.writing(
         approvals.start_decision,
@@ -319,7 +310,7 @@ async def decision_verify(visit: Visit) -> Response:
     services = visit.services
     signed_in = visit.member
     approval_id = _approval_id(visit)
-    approve = _decision(body.get("decision"))
+    approve = decision_of(body, no="deny")
     purpose = ChallengePurpose.APPROVE_PAYMENT if approve else ChallengePurpose.DENY_PAYMENT
 
     # Used up in its own transaction: a failed answer cannot be tried again with this nonce.

@@ -17,7 +17,6 @@ from datetime import datetime
 from sqlmodel import Session
 from starlette.responses import Response
 
-from auth.passkeys import claim_challenge
 from auth.principal import Principal
 from auth.sessions import SignedIn
 from server.approvals import policy_change_decisions as decisions
@@ -25,13 +24,12 @@ from server.approvals import policy_changes
 from server.approvals.confirmation import change_hash
 from server.approvals.errors import PolicyChangeNotFound
 from server.approvals.policy_change_words import Line, asked_words, lines_of
-from server.kit.errors import InputReason, InvalidInput
 from server.models import Member, PolicyChangeRequest
 from server.policy.rulebook import rules_for_agent
 from server.policy.service import current_policy
 from server.tenancy.service import MemberNotFound, find_member, get_agent
 from server.vocabulary import PolicyChangeStatus
-from server.web.pages.ceremonies import options_answer, read_answer
+from server.web.pages.ceremonies import claimed, decision_of, options_answer, read_answer
 from server.web.pages.common import Visit
 
 PATH = policy_changes.PATH
@@ -188,14 +186,6 @@ async def show(visit: Visit) -> Response:
     )
 
 
-def _decision(value: object) -> bool:
-    if value == "approve":
-        return True
-    if value == "reject":
-        return False
-    raise InvalidInput(InputReason.INVALID_DECISION)
-
-
 async def decision_options(visit: Visit) -> Response:
     body = await read_answer(visit)
     services = visit.services
@@ -205,7 +195,7 @@ async def decision_options(visit: Visit) -> Response:
         signed_in.principal,
         member=signed_in.member,
         request_id=_request_id(visit),
-        approve=_decision(body.get("decision")),
+        approve=decision_of(body, no="reject"),
         seen_basis=body.get("basis"),
         rp=services.relying_party,
         now=services.clock.now(),
@@ -218,12 +208,8 @@ async def decision_verify(visit: Visit) -> Response:
     services = visit.services
     signed_in = visit.member
     request_id = _request_id(visit)
-    approve = _decision(body.get("decision"))
-    purpose = decisions.PURPOSES[approve]
     # Used up in its own unit of work: a failed answer cannot be tried again with this nonce.
-    challenge = await services.db.writing(
-        claim_challenge, body.get("challengeId"), purpose=purpose, now=services.clock.now()
-    )
+    challenge = await claimed(visit, body, decisions.PURPOSES[decision_of(body, no="reject")])
     row = await services.db.writing(
         decisions.decide_change_with_passkey,
         signed_in.principal,
