@@ -13,16 +13,15 @@ every read (`effective_status`) and written down by a background job with its au
 
 from __future__ import annotations
 
-import hashlib
 import json
 import unicodedata
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from sqlmodel import Session
 
 from auth.principal import Principal
+from server.approvals.confirmation import change_hash
 from server.approvals.errors import InvalidPolicyChange, PolicyChangeNotFound, PolicyChangeQueueFull
 from server.approvals.repository import PolicyChangeRepository
 from server.audit.service import record as audit
@@ -35,6 +34,7 @@ from server.models import Member, PolicyChangeRequest
 from server.policy.requested_changes import ChangeRequestError, RequestedChange, parse_requested_change
 from server.policy.rulebook import rules_for_agent
 from server.policy.service import current_policy
+from server.tenancy.changes import canonical
 from server.tenancy.service import get_agent
 from server.vocabulary import PolicyChangeStatus, Role
 
@@ -67,11 +67,6 @@ def clean_note(note: object) -> str:
     return text
 
 
-def canonical(document: dict[str, Any]) -> str:
-    """One text for one request: sorted keys, no spaces, ASCII only."""
-    return json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-
-
 def invalid(error: ChangeRequestError) -> InvalidPolicyChange:
     return InvalidPolicyChange(reason=str(error.reason), fields=list(error.fields))
 
@@ -101,7 +96,7 @@ def ask_for_change(
     except ChangeRequestError as exc:
         raise invalid(exc) from exc
     text = canonical({"orgId": agent.org_id, "agentId": agent.id, "change": change.document()})
-    digest = hashlib.sha256(text.encode()).hexdigest()
+    digest = change_hash(text)
     requests = PolicyChangeRepository(session)
     waiting = requests.open_of_agent(principal, org_id=agent.org_id, agent_id=agent.id, now=now)
     for row in waiting:

@@ -30,7 +30,8 @@ from server.services import Services
 DESCRIPTION = (
     "Ask the people who run this agent for more room when its policy refused something the user "
     "needs: a host to allow, a higher per-payment or daily cap, a higher approval threshold, a network, "
-    "a rule raised or removed (rule ids are in get_budget). Give the exact change and a short note "
+    "a rule raised or removed (rule ids are in get_budget's limits and in the rules of a refusal or "
+    "a hold). Give the exact change and a short note "
     f"(at most {MAX_NOTE} characters) saying why. Nothing changes until an owner or admin approves it "
     "with a passkey on the page at manageUrl: give the user manageUrl as a plain link and poll "
     "get_policy_change_status with requestId. If the client supports URL elicitation, the user is "
@@ -92,13 +93,13 @@ Change = Annotated[
                         "required": ["ruleId", "limitUsd"],
                         "additionalProperties": False,
                     },
-                    "description": "Limit rules of this agent to raise (ruleId from get_budget).",
+                    "description": "Limit rules that bound this agent, to raise (ruleId from get_budget).",
                 },
                 "removeRules": {
                     "type": "array",
                     "items": {"type": "string"},
                     "maxItems": MAX_ITEMS,
-                    "description": "Rules of this agent to remove (ruleId from get_budget).",
+                    "description": "Rules that bound this agent, to remove (from get_budget or a refusal).",
                 },
             },
         }
