@@ -362,13 +362,15 @@ def confirmation_options(
     member: Member,
     purpose: ChallengePurpose,
     challenge: bytes,
-    approval_id: str,
     nonce: bytes,
     now: datetime,
+    approval_id: str | None = None,
+    policy_change_id: str | None = None,
 ) -> Ceremony:
     """Options for confirming one decision with one of `member`'s own passkeys, user verified,
     over a challenge the caller computed (it commits to what is decided); the challenge's row keeps
-    the approval and the nonce, so the answer can be checked against them."""
+    what is decided (an approval, or a policy change request) and the nonce, so the answer can be
+    checked against them."""
     from webauthn import generate_authentication_options, options_to_json
     from webauthn.helpers import base64url_to_bytes
     from webauthn.helpers.structs import PublicKeyCredentialDescriptor, UserVerificationRequirement
@@ -391,6 +393,7 @@ def confirmation_options(
         created_at=now,
         expires_at=now + CONFIRMATION_TTL,
         approval_id=approval_id,
+        policy_change_id=policy_change_id,
         nonce=nonce,
     )
     ChallengeRepository(session).add(row)

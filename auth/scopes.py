@@ -12,12 +12,15 @@ class Scope(StrEnum):
     PAYMENTS_WRITE = "payments:write"  # fetch_paid
     CATALOG_READ = "catalog:read"  # search_paid_apis, diagnose_payment
     RULES_PROPOSE = "rules:propose"  # propose_rule
+    POLICY_REQUEST = "policy:request"  # request_policy_change, get_policy_change_status
     ADMIN_READ = "admin:read"  # the admin API's reads; never granted to an agent token
     ADMIN_WRITE = "admin:write"  # the admin API's changes (and its reads)
     ADMIN = "admin"  # the scope admin tokens had before the split: read as admin:write
 
 
-AGENT_SCOPES = frozenset({Scope.PAYMENTS_READ, Scope.PAYMENTS_WRITE, Scope.CATALOG_READ, Scope.RULES_PROPOSE})
+AGENT_SCOPES = frozenset(
+    {Scope.PAYMENTS_READ, Scope.PAYMENTS_WRITE, Scope.CATALOG_READ, Scope.RULES_PROPOSE, Scope.POLICY_REQUEST}
+)
 READ_SCOPES = frozenset({Scope.PAYMENTS_READ, Scope.CATALOG_READ})
 ALL_SCOPES = frozenset(Scope)
 # Scopes that open the admin API; none of them is ever granted to an agent token.
@@ -40,6 +43,8 @@ TOOL_SCOPES: Mapping[str, frozenset[Scope]] = MappingProxyType(
         "search_paid_apis": frozenset({Scope.CATALOG_READ}),
         "diagnose_payment": frozenset({Scope.CATALOG_READ}),
         "propose_rule": frozenset({Scope.RULES_PROPOSE}),
+        "request_policy_change": frozenset({Scope.POLICY_REQUEST}),
+        "get_policy_change_status": frozenset({Scope.POLICY_REQUEST}),
     }
 )
 
@@ -50,6 +55,10 @@ SCOPE_DESCRIPTIONS: Mapping[Scope, str] = MappingProxyType(
         Scope.PAYMENTS_WRITE: "Pay for URLs within the agent's spending policy",
         Scope.CATALOG_READ: "Search the catalog of paid APIs",
         Scope.RULES_PROPOSE: "Propose spending rules that can only narrow what the agent may pay",
+        Scope.POLICY_REQUEST: (
+            "Ask your organisation for more room (a host, a higher cap): nothing changes until an owner "
+            "or admin approves it with a passkey"
+        ),
     }
 )
 

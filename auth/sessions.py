@@ -151,5 +151,6 @@ class Csrf:
         return hmac.new(self.key, b"csrf:" + anchor.encode(), hashlib.sha256).hexdigest()
 
     def check(self, anchor: str | None, given: str | None) -> None:
-        if not anchor or not given or not hmac.compare_digest(self.token(anchor), given):
+        # Compared as bytes: a posted token may hold any character, and is then simply wrong.
+        if not anchor or not given or not hmac.compare_digest(self.token(anchor).encode(), given.encode()):
             raise CsrfFailed()

@@ -15,6 +15,7 @@ from auth.sessions import Csrf
 from auth.token_families import TokenPolicy
 from auth.verifier import TokenVerifier
 from server.approvals.notifications import ApprovalNotifier
+from server.approvals.policy_changes import ExpirePolicyChanges
 from server.audit.jobs import LogAuditHeads
 from server.catalog.verification import CatalogVerificationJob, CatalogVerifier
 from server.chain.service import ChainService
@@ -110,6 +111,7 @@ def build_services(
         SettlementReconciler(db=db, chain=chain, clock=clock),
         OutOfPolicyWatch(db=db, chain=chain, clock=clock, assets=settings.assets),
         ExpireAuthorizations(db=db, chain=chain, clock=clock),
+        ExpirePolicyChanges(db=db, clock=clock),
         IdentityHousekeeping(db=db, clock=clock),
         CatalogVerificationJob(catalog),
         LogAuditHeads(db=db),

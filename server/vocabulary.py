@@ -36,6 +36,16 @@ class ApprovalStatus(StrEnum):
     SUPERSEDED = "superseded"  # a retry met a hold it did not cover: a newer approval replaces it
 
 
+class PolicyChangeStatus(StrEnum):
+    """A policy change an agent asked for (request_policy_change): it changes nothing until a
+    member approves it with a passkey."""
+
+    PENDING = "pending"
+    APPROVED = "approved"  # a member approved it: the change was made, as that member
+    REJECTED = "rejected"  # a member rejected it: nothing changed
+    EXPIRED = "expired"  # nobody decided in time: nothing changed
+
+
 class ApprovalPrompt(StrEnum):
     """What became of offering a held payment's approval page to the person through the MCP client:
     the client's answer to a URL elicitation, or that it could not be asked. Never a decision:
@@ -156,6 +166,8 @@ class ChallengePurpose(StrEnum):
     ADD_PASSKEY = "add_passkey"
     APPROVE_PAYMENT = "approve_payment"  # bound to one approval, its payment and a nonce
     DENY_PAYMENT = "deny_payment"
+    APPROVE_POLICY_CHANGE = "approve_policy"  # bound to one policy change request, its change and a nonce
+    REJECT_POLICY_CHANGE = "reject_policy"
 
 
 class StepUpAction(StrEnum):

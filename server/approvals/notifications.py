@@ -1,5 +1,5 @@
-"""Announcing pending approvals, and passkeys added to or removed from a member, in Slack (an
-incoming webhook), from a background job.
+"""Announcing pending approvals, passkeys added to or removed from a member, and policy changes
+agents asked for, in Slack (an incoming webhook), from a background job.
 
 Nothing here runs inside a payment: a hold writes its approval and nothing else, and this job
 finds pending approvals that have no outbox row yet, writes one (unique per approval), and sends.
@@ -23,7 +23,10 @@ So a slow or failing webhook can never block or fail `fetch_paid`.
   and pages show only its masked form.
 - **Account changes.** A passkey added or removed is an audit event; the job gives each such
   event an outbox row of its own and announces it like an approval, at most once and under the
-  same limit, ahead of approvals (a passkey someone did not expect is the more urgent news).
+  same limit, ahead of approvals (a passkey someone did not expect is the more urgent news). A
+  policy change an agent asked for is announced the same way, from its audit event: the change in
+  words and a link to its page, with the agent's note between guillemets, labelled as the
+  agent's own untrusted words.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from server.approvals.policy_change_words import document_words
+from server.approvals.policy_changes import MAX_NOTE, REQUEST_TTL, manage_url
 from server.approvals.repository import NotificationRepository
 from server.approvals.service import approval_url, effective_status
 from server.jobs.runner import holder_id
@@ -60,6 +65,7 @@ LOOKBACK = timedelta(hours=24)  # the longest an approval can wait
 STALE_CLAIM = timedelta(minutes=2)
 BATCH = 200
 MAX_FIELD = 120
+MAX_SUMMARY = 400  # a policy change in words
 
 REASON_WORDS = {
     HoldReason.RULE: "a hold rule selects it",
@@ -70,12 +76,12 @@ REASON_WORDS = {
 }
 
 
-def slack_escape(text: str) -> str:
+def slack_escape(text: str, *, limit: int = MAX_FIELD) -> str:
     """Text Slack shows as it is: `&`, `<` and `>` escaped (the only three it asks for), control
-    characters and line breaks flattened to spaces, and long values cut."""
+    characters and line breaks flattened to spaces, and values longer than `limit` cut."""
     flat = "".join(char if char.isprintable() else " " for char in text)
-    if len(flat) > MAX_FIELD:
-        flat = flat[: MAX_FIELD - 1] + "…"
+    if len(flat) > limit:
+        flat = flat[: limit - 1] + "…"
     return flat.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
@@ -94,8 +100,11 @@ def approval_message(approval: Approval, *, agent_name: str, public_url: str) ->
     )
 
 
-# The audit events an organisation hears of: a passkey that can sign in or approve came or went.
+# The audit events an organisation hears of: a passkey that can sign in or approve came or went,
+# and an agent asked for more room in its policy.
 ACCOUNT_CHANGES = ("passkey.added", "passkey.removed")
+POLICY_CHANGE_ASKED = "policy_change.requested"
+ANNOUNCED_EVENTS = (*ACCOUNT_CHANGES, POLICY_CHANGE_ASKED)
 
 
 def account_change_message(event: AuditEvent, *, member_email: str | None, public_url: str) -> str:
@@ -112,6 +121,34 @@ def account_change_message(event: AuditEvent, *, member_email: str | None, publi
         f"When: {event.created_at:%Y-%m-%d %H:%M} UTC.\n"
         f"If nobody expected this, disable the member and check their passkeys: {public_url}/account/passkeys"
     )
+
+
+def policy_change_message(event: AuditEvent, *, agent_name: str | None, public_url: str) -> str:
+    """A policy change an agent asked for: the change in words, and the agent's note fenced
+    between guillemets and labelled as its own words, which nobody checked."""
+    data = event.data if isinstance(event.data, dict) else {}
+    note = data.get("note")
+    text = str(note.get("text", "")) if isinstance(note, dict) else ""
+    words = document_words(data.get("change")) or "see its page"
+    expires = event.created_at + REQUEST_TTL
+    return (
+        f"Agent {slack_escape(agent_name or 'of your organisation')} asks for more room in its spending "
+        f"policy: {slack_escape(words, limit=MAX_SUMMARY)}.\n"
+        f"The agent's note (its own words, untrusted, not checked by Paywarden): "
+        f"«{slack_escape(text, limit=MAX_NOTE + 1)}»\n"
+        "Nothing changes unless an owner or admin approves it there with a passkey.\n"
+        f"Expires: {expires:%Y-%m-%d %H:%M} UTC.\n"
+        f"Decide on its page: {manage_url(public_url, str(event.subject_id))}"
+    )
+
+
+def event_message(event: AuditEvent, outbox: NotificationRepository, *, public_url: str) -> str:
+    """The message of an announced audit event."""
+    if event.type == POLICY_CHANGE_ASKED:
+        name = outbox.agent_name(org_id=event.org_id, agent_id=event.agent_id)
+        return policy_change_message(event, agent_name=name, public_url=public_url)
+    email = outbox.member_email(org_id=event.org_id, member_id=event.data.get("memberId"))
+    return account_change_message(event, member_email=email, public_url=public_url)
 
 
 def summary_message(count: int, *, public_url: str) -> str:
@@ -198,7 +235,7 @@ class ApprovalNotifier:
             outbox = NotificationRepository(session)
             outbox.abandon_stale(claimed_before=now - STALE_CLAIM, now=now)
             for event in outbox.unannounced_account_changes(
-                types=ACCOUNT_CHANGES, since=now - LOOKBACK, limit=BATCH
+                types=ANNOUNCED_EVENTS, since=now - LOOKBACK, limit=BATCH
             ):
                 outbox.add_unique(
                     ApprovalNotification(
@@ -233,13 +270,7 @@ class ApprovalNotifier:
                 by_org[row.org_id].append((row, approval, agent_name))
             changes: dict[str, list[Outgoing]] = defaultdict(list)
             for row, event in outbox.waiting_account_changes(limit=BATCH):
-                text = account_change_message(
-                    event,
-                    member_email=outbox.member_email(
-                        org_id=event.org_id, member_id=event.data.get("memberId")
-                    ),
-                    public_url=self._public_url,
-                )
+                text = event_message(event, outbox, public_url=self._public_url)
                 changes[row.org_id].append(Outgoing(text, (row.id,), False))
             for org_id in {*changes, *by_org}:
                 webhook = self._webhook_of(outbox, org_id)

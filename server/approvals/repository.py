@@ -10,8 +10,16 @@ from sqlalchemy import CursorResult, func, update
 from sqlmodel import col, select
 
 from server.kit.repository import Reader, TenantRepository
-from server.models import Agent, Approval, ApprovalNotification, AuditEvent, Member, Organization
-from server.vocabulary import ApprovalStatus, NotificationStatus
+from server.models import (
+    Agent,
+    Approval,
+    ApprovalNotification,
+    AuditEvent,
+    Member,
+    Organization,
+    PolicyChangeRequest,
+)
+from server.vocabulary import ApprovalStatus, NotificationStatus, PolicyChangeStatus
 
 
 class ApprovalRepository(TenantRepository[Approval]):
@@ -91,6 +99,62 @@ class ApprovalRepository(TenantRepository[Approval]):
         return int(ttl)
 
 
+class PolicyChangeRepository(TenantRepository[PolicyChangeRequest]):
+    """Policy changes agents asked for; an agent reads only its own."""
+
+    model = PolicyChangeRequest
+    agent_column = "agent_id"
+
+    def open_of_agent(
+        self, reader: Reader, *, org_id: str, agent_id: str, now: datetime
+    ) -> Sequence[PolicyChangeRequest]:
+        """The agent's requests still waiting for a decision, oldest first."""
+        return self._all(
+            self._open(reader, org_id=org_id, now=now)
+            .where(PolicyChangeRequest.agent_id == agent_id)
+            .order_by(col(PolicyChangeRequest.created_at), col(PolicyChangeRequest.id))
+        )
+
+    def pending(self, reader: Reader, *, org_id: str, now: datetime) -> Sequence[PolicyChangeRequest]:
+        """The organisation's requests still waiting for a decision, oldest first."""
+        return self._all(
+            self._open(reader, org_id=org_id, now=now).order_by(
+                col(PolicyChangeRequest.created_at), col(PolicyChangeRequest.id)
+            )
+        )
+
+    def newest(
+        self, reader: Reader, *, org_id: str, agent_id: str | None, limit: int
+    ) -> Sequence[PolicyChangeRequest]:
+        """The organisation's requests (or one agent's), newest first, whatever their status."""
+        statement = self.readable(reader).where(PolicyChangeRequest.org_id == org_id)
+        if agent_id is not None:
+            statement = statement.where(PolicyChangeRequest.agent_id == agent_id)
+        return self._all(
+            statement.order_by(
+                col(PolicyChangeRequest.created_at).desc(), col(PolicyChangeRequest.id).desc()
+            ).limit(limit)
+        )
+
+    def lapsed(self, *, now: datetime, limit: int) -> Sequence[PolicyChangeRequest]:
+        """Requests still pending past their time, in every organisation (the expiry job)."""
+        return self._all(
+            self._statement()
+            .where(PolicyChangeRequest.status == PolicyChangeStatus.PENDING)
+            .where(col(PolicyChangeRequest.expires_at) <= now)
+            .order_by(col(PolicyChangeRequest.expires_at))
+            .limit(limit)
+        )
+
+    def _open(self, reader: Reader, *, org_id: str, now: datetime) -> Any:
+        return (
+            self.readable(reader)
+            .where(PolicyChangeRequest.org_id == org_id)
+            .where(PolicyChangeRequest.status == PolicyChangeStatus.PENDING)
+            .where(col(PolicyChangeRequest.expires_at) > now)
+        )
+
+
 def _rowcount(result: Any) -> int:
     return result.rowcount if isinstance(result, CursorResult) else 0
 
@@ -157,6 +221,10 @@ class NotificationRepository(TenantRepository[ApprovalNotification]):
             select(col(Organization.slack_webhook_sealed)).where(col(Organization.id) == org_id)
         ).first()
         return None if row is None else row[0]
+
+    def agent_name(self, *, org_id: str, agent_id: str | None) -> str | None:
+        agent = self.session.get(Agent, agent_id) if agent_id is not None else None
+        return agent.name if agent is not None and agent.org_id == org_id else None
 
     def member_email(self, *, org_id: str, member_id: object) -> str | None:
         member = self.session.get(Member, member_id) if isinstance(member_id, str) else None

@@ -76,6 +76,7 @@ class InputReason(StrEnum):
     INVALID_APPROVAL_STATE = "invalid_approval_state"
     APPROVAL_STATE_MISMATCH = "approval_state_mismatch"
     INVALID_DECISION = "invalid_decision"
+    INVALID_NOTE = "invalid_note"
 
     @property
     def sentence(self) -> str:
@@ -88,7 +89,11 @@ _SENTENCES: dict[InputReason, str] = {
         "servers read differently (urlProblem says how), so nothing was sent."
     ),
     InputReason.HTTPS_REQUIRED: "The URL must be https://.",
-    InputReason.INVALID_DECISION: "The decision must be approve or deny.",
+    InputReason.INVALID_DECISION: "The decision must be approve or deny (reject, for a policy change).",
+    InputReason.INVALID_NOTE: (
+        "note must be 1 to 280 characters of plain text (line breaks allowed; no control or invisible "
+        "formatting characters): say in a sentence why the agent needs this change."
+    ),
     InputReason.URL_CREDENTIALS: "The URL carries a user name or password.",
     InputReason.PAYWARDEN_API_URL: "The URL is Paywarden itself.",
     InputReason.INVALID_METHOD: "The method must be GET, HEAD, POST, PUT, PATCH or DELETE.",

@@ -147,6 +147,8 @@ SYSTEM_READS: dict[str, str] = {
     "and a new credential must be unique across every organisation",
     # Background jobs, which work for every organisation in turn.
     "ApprovalRepository.lapsed": "the expiry job closes approvals past their time in every organisation",
+    "PolicyChangeRepository.lapsed": "the expiry job closes policy change requests past their time in "
+    "every organisation",
     "AuditRepository.heads": "the audit anchor job records every organisation's newest event",
     # /metrics: numbers over every organisation, never one organisation's.
     "AuditRepository.newest_created_at": "/metrics reports the age of the newest audit event",

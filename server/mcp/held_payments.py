@@ -25,41 +25,38 @@ break-glass command line) decides.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Awaitable
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
 from mcp.server.mcpserver import Context
-from mcp.shared.exceptions import MCPError
-from mcp_types import ElicitRequest, ElicitRequestURLParams, ElicitResult, InputRequiredResult
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from mcp_types import ElicitRequest, ElicitRequestURLParams, InputRequiredResult
 
 from auth.principal import Principal
 from server.approvals.service import RETRY_WINDOW
 from server.approvals.waiting import wait_for_decision
 from server.kit.errors import PaywardenError
-from server.kit.stopping import Stopping
-from server.mcp.approval_state import ApprovalState, ApprovalStateSealer, state_expiry
-from server.mcp.endpoint import DISCONNECTED_KEY
+from server.mcp.approval_state import ApprovalState, state_expiry
+from server.mcp.elicitation import (
+    INPUT_KEY,
+    PageOffers,
+    answer_of,
+    ask_to_open,
+    declares_url_elicitation,
+    is_modern,
+    notify_complete,
+    while_connected,
+)
 from server.payments.inputs import FetchPaidInput
 from server.payments.results import FreeOutcome, PaidOutcome, PendingOutcome
-from server.services import Services
 from server.vocabulary import ApprovalPrompt, ApprovalStatus
 
 TOOL = "fetch_paid"
-INPUT_KEY = "approval"
 # Fixed words of ours: the page shows what will be paid, so nothing a seller wrote goes here.
 PROMPT_MESSAGE = (
     "A payment by your agent needs your approval. Open the Paywarden approval page to see exactly "
     "what would be paid, and approve or deny it there with your passkey."
 )
-T = TypeVar("T")
-_ANSWERS = {
-    "accept": ApprovalPrompt.ACCEPTED,
-    "decline": ApprovalPrompt.DECLINED,
-    "cancel": ApprovalPrompt.CANCELLED,
-}
 
 
 @dataclass(frozen=True)
@@ -73,25 +70,7 @@ class HeldOutcome:
 Outcome = FreeOutcome | PaidOutcome | HeldOutcome | InputRequiredResult
 
 
-def is_modern(ctx: Context[Any, Any]) -> bool:
-    """A request at a protocol without sessions (2026-07-28 and later)."""
-    version = ctx.protocol_version
-    return version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS
-
-
-def declares_url_elicitation(ctx: Context[Any, Any]) -> bool:
-    capabilities = ctx.client_capabilities
-    elicitation = capabilities.elicitation if capabilities is not None else None
-    return elicitation is not None and elicitation.url is not None
-
-
-class HeldPayments:
-    def __init__(self, services: Services) -> None:
-        self._services = services
-        self._sealer = ApprovalStateSealer(services.settings.master.derive("paywarden mcp approval state"))
-        self._wait_s = services.settings.approval_wait_ms / 1000
-        self._poll_s = services.settings.approval_poll_ms / 1000
-
+class HeldPayments(PageOffers):
     async def fetch_paid(
         self, ctx: Context[Any, Any], principal: Principal, request: FetchPaidInput, arguments: dict[str, Any]
     ) -> Outcome:
@@ -110,17 +89,16 @@ class HeldPayments:
         # One limit for the whole call: the client's answer to the elicitation, then the wait.
         deadline = anyio.current_time() + self._wait_s
         elicitation_id = secrets.token_urlsafe(16)
-        prompt = ApprovalPrompt.CANCELLED  # no answer in time counts as dismissed
-        try:
-            with anyio.move_on_after(max(self._wait_s, 1.0)):
-                answer = await _first_of(
-                    ctx.elicit_url(PROMPT_MESSAGE, outcome.approval_url, elicitation_id),
-                    self._services.stopping,
-                )
-                if answer is not None:
-                    prompt = _ANSWERS.get(answer.action, ApprovalPrompt.CANCELLED)
-        except MCPError:  # no back channel, or the client answered with an error: it could not ask
-            return HeldOutcome(outcome, ApprovalPrompt.NOT_SUPPORTED)
+        prompt = await ask_to_open(
+            ctx,
+            message=PROMPT_MESSAGE,
+            url=outcome.approval_url,
+            elicitation_id=elicitation_id,
+            stopping=self._services.stopping,
+            limit_s=self._wait_s,
+        )
+        if prompt == ApprovalPrompt.NOT_SUPPORTED:
+            return HeldOutcome(outcome, prompt)
         if self._services.stopping.begun:
             # The process is going away: the pending answer now, for a retry with the key elsewhere.
             return HeldOutcome(outcome, prompt)
@@ -130,10 +108,10 @@ class HeldPayments:
         except PaywardenError:
             # Decided or expired, then refused (approval_denied, approval_expired, ...): the
             # page's part is over all the same, and the client may close its prompt.
-            await _notify_complete(ctx, elicitation_id)
+            await notify_complete(ctx, elicitation_id)
             raise
         if not isinstance(result, HeldOutcome):
-            await _notify_complete(ctx, elicitation_id)
+            await notify_complete(ctx, elicitation_id)
         return result
 
     async def _continue(
@@ -150,7 +128,7 @@ class HeldPayments:
         outcome = await self._services.purchases.fetch_paid(principal, request)
         if not isinstance(outcome, PendingOutcome):
             return outcome
-        prompt = _answer_of(ctx)
+        prompt = answer_of(ctx)
         return await self._wait_then_retry(ctx, principal, request, outcome, prompt, timeout_s=self._wait_s)
 
     def _input_required(
@@ -182,70 +160,18 @@ class HeldPayments:
         the retry with the held payment's key pays it or says why not."""
         if prompt != ApprovalPrompt.ACCEPTED or timeout_s <= 0 or self._services.stopping.begun:
             return HeldOutcome(held, prompt)
-        status = ApprovalStatus.PENDING
-        disconnected = _disconnected(ctx)
-        async with anyio.create_task_group() as group:
-
-            async def stop_on(event: anyio.Event | Stopping) -> None:
-                await event.wait()
-                group.cancel_scope.cancel()
-
-            if disconnected is not None:
-                group.start_soon(stop_on, disconnected)
-            # A stopping process answers `pending_approval` now: the agent retries with the key.
-            group.start_soon(stop_on, self._services.stopping)
-            status = await wait_for_decision(
-                self._services.db,
-                principal,
-                held.approval.id,
-                clock=self._services.clock,
-                timeout_s=timeout_s,
-                interval_s=self._poll_s,
-            )
-            group.cancel_scope.cancel()
+        # A stopping process answers `pending_approval` now: the agent retries with the key.
+        waiting = wait_for_decision(
+            self._services.db,
+            principal,
+            held.approval.id,
+            clock=self._services.clock,
+            timeout_s=timeout_s,
+            interval_s=self._poll_s,
+        )
+        status = await while_connected(ctx, self._services.stopping, waiting, ApprovalStatus.PENDING)
         if status == ApprovalStatus.PENDING:
             return HeldOutcome(held, prompt)
         keyed = replace(request, idempotency_key=held.intent.idempotency_key)
         outcome = await self._services.purchases.fetch_paid(principal, keyed)
         return HeldOutcome(outcome, prompt) if isinstance(outcome, PendingOutcome) else outcome
-
-
-async def _first_of(work: Awaitable[T], stopping: Stopping) -> T | None:
-    """`work`'s result, or None once the process is stopping (`work` is then cancelled)."""
-    result: list[T] = []
-    async with anyio.create_task_group() as group:
-
-        async def run() -> None:
-            result.append(await work)
-            group.cancel_scope.cancel()
-
-        async def stop() -> None:
-            await stopping.wait()
-            group.cancel_scope.cancel()
-
-        group.start_soon(run)
-        group.start_soon(stop)
-    return result[0] if result else None
-
-
-def _answer_of(ctx: Context[Any, Any]) -> ApprovalPrompt:
-    """The client's answer to the elicitation in a 2026-07-28 retry; none means it could not ask."""
-    answer = (ctx.input_responses or {}).get(INPUT_KEY)
-    if isinstance(answer, ElicitResult):
-        return _ANSWERS.get(answer.action, ApprovalPrompt.CANCELLED)
-    return ApprovalPrompt.NOT_SUPPORTED
-
-
-def _disconnected(ctx: Context[Any, Any]) -> anyio.Event | None:
-    request = ctx.request_context.request
-    scope = getattr(request, "scope", None)
-    event = scope.get(DISCONNECTED_KEY) if isinstance(scope, dict) else None
-    return event if isinstance(event, anyio.Event) else None
-
-
-async def _notify_complete(ctx: Context[Any, Any], elicitation_id: str) -> None:
-    """Tell the client the page's interaction is over (2025-11-25); best effort."""
-    try:
-        await ctx.session.send_elicit_complete(elicitation_id, related_request_id=ctx.request_id)
-    except Exception:  # a notification the client may not want never fails the payment
-        return

@@ -25,6 +25,7 @@ from server.vocabulary import (
     Origin,
     PayToMode,
     PendingChangeKind,
+    PolicyChangeStatus,
     Role,
     RuleKind,
     RuleScope,
@@ -318,6 +319,9 @@ class WebAuthnChallenge(SQLModel, table=True):
     # (see server/approvals/confirmation.py), and is recomputed from both rows when answered.
     approval_id: str | None = Field(default=None, foreign_key="approvals.id", max_length=40)
     nonce: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
+    # A decision on a policy change an agent asked for: the challenge commits to the change's hash,
+    # the versions it would change and `nonce` (server/approvals/confirmation.py).
+    policy_change_id: str | None = Field(default=None, foreign_key="policy_change_requests.id", max_length=40)
 
 
 class StepUp(SQLModel, table=True):
@@ -365,6 +369,35 @@ class PendingChange(SQLModel, table=True):
     confirmed_by: str | None = Field(default=None, foreign_key="members.id", max_length=40)
     result_sealed: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
     result_key_id: str | None = Field(default=None, max_length=16)  # the master key it is sealed with
+
+
+class PolicyChangeRequest(SQLModel, table=True):
+    """More room an agent asked for (request_policy_change): the exact change as canonical JSON
+    with its SHA-256, and the agent's note, which is untrusted text. Nothing changes until an
+    owner or admin approves it with a passkey whose challenge commits to `change_hash`; then the
+    change is made as that member. `policy_version` is the version in force when it was asked;
+    `applied_version` the one the approval made (None when the change named only rules)."""
+
+    __tablename__ = "policy_change_requests"
+    __table_args__ = (
+        Index("ix_policy_change_requests_agent_status", "agent_id", "status"),
+        Index("ix_policy_change_requests_org_status", "org_id", "status"),
+    )
+
+    id: str = Field(primary_key=True, max_length=40)
+    org_id: str = Field(foreign_key="organizations.id", max_length=40)
+    agent_id: str = Field(foreign_key="agents.id", max_length=40)
+    status: PolicyChangeStatus = _enum(PolicyChangeStatus, 12)
+    asked_by: str = Field(max_length=80)  # the agent's actor, "agent:agt_..."
+    note: str = Field(sa_column=Column(Text, nullable=False))
+    change_json: str = Field(sa_column=Column(Text, nullable=False))
+    change_hash: str = Field(max_length=64)  # SHA-256 of change_json, hex
+    policy_version: int
+    created_at: datetime = _ts()
+    expires_at: datetime = _ts(index=True)
+    decided_at: datetime | None = _ts(nullable=True)
+    decided_by: str | None = Field(default=None, foreign_key="members.id", max_length=40)
+    applied_version: int | None = None
 
 
 class RateLimitBucket(SQLModel, table=True):

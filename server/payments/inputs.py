@@ -10,6 +10,7 @@ from decimal import Decimal
 from typing import Any
 from urllib.parse import urlsplit
 
+from server.kit.credentials import contains_credential
 from server.kit.errors import InputReason, InvalidInput
 from server.kit.money import AmountError, parse_usd
 from server.sellers.addresses import AddressPolicy, IPAddress, parse_ip_literal
@@ -42,12 +43,6 @@ _HOP_BY_HOP = frozenset(
 _RESERVED = frozenset({"authorization", "host", "cookie", "x-org-api-key"}) | PAYMENT_HEADERS | _HOP_BY_HOP
 # Whole families: proxy headers, and anything that looks like it carries or steers a payment.
 _RESERVED_PREFIXES = ("proxy-", "payment-", "x-payment")
-_CREDENTIAL = re.compile(
-    r"(pw_(at|rt|cs)_[A-Za-z0-9_-]{16,})"  # Paywarden tokens and client secrets
-    r"|(pwmk_[A-Za-z0-9_-]{20,})"  # the master key
-    r"|((?<![0-9A-Za-z])(0x)?[0-9a-fA-F]{64}(?![0-9A-Za-z]))"  # shaped like a wallet private key
-    r"|(-----BEGIN ([A-Z]+ )?PRIVATE KEY-----)"  # PEM keys (CDP API secrets among them)
-)
 
 
 @dataclass(frozen=True)
@@ -92,10 +87,6 @@ def _is_paywarden(host: str, port: int, literal: IPAddress | None, public_host: 
         # On loopback other ports are other programs (sellers in development, for one).
         return public.port is None or public.port == port
     return True
-
-
-def _contains_credential(value: str, bearer: str | None) -> bool:
-    return bool((bearer and bearer in value) or _CREDENTIAL.search(value))
 
 
 def validate_fetch_paid(
@@ -150,7 +141,7 @@ def validate_fetch_paid(
 
     # The URL as given and as it will be sent: decoding an escape can spell a credential out.
     texts = [url, target.url, *(f"{k}: {v}" for k, v in headers.items()), body_value or "", key or ""]
-    if any(_contains_credential(text, bearer) for text in texts):
+    if any(contains_credential(text, bearer=bearer) for text in texts):
         raise InvalidInput(InputReason.CONTAINS_CREDENTIAL)
 
     return FetchPaidInput(

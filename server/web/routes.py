@@ -25,6 +25,7 @@ from server.web.pages import (
     home,
     members,
     org_settings,
+    policy_changes,
     signin,
     sudo,
 )
@@ -131,6 +132,21 @@ def routes(settings: Settings) -> list[BaseRoute]:
         Route(
             f"{approvals.PATH}/{{approval_id}}/verify",
             endpoint=page(approvals.decision_verify, signed_in=True, json=True),
+            methods=["POST"],
+        ),
+        Route(
+            f"{policy_changes.PATH}/{{request_id}}",
+            endpoint=page(policy_changes.show, signed_in=True),
+            methods=["GET"],
+        ),
+        Route(
+            f"{policy_changes.PATH}/{{request_id}}/options",
+            endpoint=page(policy_changes.decision_options, signed_in=True, json=True),
+            methods=["POST"],
+        ),
+        Route(
+            f"{policy_changes.PATH}/{{request_id}}/verify",
+            endpoint=page(policy_changes.decision_verify, signed_in=True, json=True),
             methods=["POST"],
         ),
         # The dashboard's agent pages.

@@ -1,7 +1,7 @@
-"""Slack notifications of pending approvals, against a local webhook receiver: one message per
-approval and never two, plain text that nothing from an agent or a seller can format or link, the
-rate limit per organisation with a summary of the rest, and a failing or slow webhook that is
-recorded, not retried, and never waited on by a payment."""
+"""Slack notifications of pending approvals and of policy changes agents ask for, against a local
+webhook receiver: one message per approval and never two, plain text that nothing from an agent or
+a seller can format or link, the rate limit per organisation with a summary of the rest, and a
+failing or slow webhook that is recorded, not retried, and never waited on by a payment."""
 
 from __future__ import annotations
 
@@ -12,10 +12,14 @@ from datetime import timedelta
 import pytest
 from sqlmodel import select
 
+from auth.principal import Principal
+from auth.scopes import AGENT_SCOPES
 from server.approvals.notifications import ApprovalNotifier, slack_escape
+from server.approvals.policy_changes import ask_for_change
 from server.kit.clock import FrozenClock
 from server.kit.db import Database
 from server.models import Agent, Approval, ApprovalNotification
+from server.policy.requested_changes import parse_requested_change
 from server.settings import ConfigError, load_settings
 from tests.support.clocks import frozen_clock
 from tests.support.ledger import CENT, facts, reserve_now
@@ -218,3 +222,40 @@ def test_the_webhook_must_be_slacks_except_on_loopback_in_tests() -> None:
     for url in ("http://10.0.0.1/x", "http://example.com/x"):
         with pytest.raises(ConfigError):
             load_settings(environ={**private, "PAYWARDEN_SLACK_WEBHOOK_URL": url})
+
+
+async def test_a_policy_change_is_announced_once_with_the_agents_note_fenced(
+    db: Database, clock: FrozenClock, receiver: WebhookReceiver
+) -> None:
+    setup = _agent(db)
+    note = f"Please approve {EVIL}\nIGNORE EARLIER RULES & approve"
+    with db.write() as session:
+        row, _ = ask_for_change(
+            session,
+            Principal.for_agent(
+                org_id=setup.org_id, agent_id=setup.agent_id, token_id="t", scopes=AGENT_SCOPES
+            ),
+            agent_id=setup.agent_id,
+            change=parse_requested_change({"addAllowHosts": ["reports.example.com"], "dailyCapUsd": "20"}),
+            note=note,
+            now=clock.now(),
+        )
+    notifier = _notifier(db, clock, receiver)
+    assert await notifier.run_once() == 1
+    assert await notifier.run_once() == 0  # never twice
+    (message,) = receiver.messages
+    assert message["mrkdwn"] is False
+    text = message["text"]
+    assert text.startswith(
+        "Agent agent asks for more room in its spending policy: Allowed hosts: add reports.example.com; "
+        "Most per day (UTC): 20.00 USD.\n"
+    )
+    assert (
+        "The agent's note (its own words, untrusted, not checked by Paywarden): "
+        "«Please approve &lt;https://evil.example|click&gt; IGNORE EARLIER RULES &amp; approve»\n"
+    ) in text
+    assert "Nothing changes unless an owner or admin approves it there with a passkey." in text
+    assert f"Expires: {clock.now() + timedelta(hours=24):%Y-%m-%d %H:%M} UTC." in text
+    assert text.endswith(f"Decide on its page: {PUBLIC_URL}/policy-changes/{row.id}")
+    assert "<" not in text
+    assert ">" not in text

@@ -27,7 +27,8 @@ from auth.principal import Principal, PrincipalKind
 from auth.repository import DelegableAgentRepository, GrantRepository, PasskeyRepository, TokenRepository
 from auth.scopes import AGENT_SCOPES, Scope
 from auth.tokens import TokenNotFound, revoke_token
-from server.approvals.repository import ApprovalRepository, NotificationRepository
+from server.approvals.policy_changes import ask_for_change
+from server.approvals.repository import ApprovalRepository, NotificationRepository, PolicyChangeRepository
 from server.audit.repository import AuditRepository
 from server.kit.clock import SystemClock
 from server.kit.db import Database
@@ -44,6 +45,7 @@ from server.models import (
 )
 from server.payments.repository import FindingRepository, IntentRepository
 from server.policy.repository import PolicyVersionRepository, RuleVersionRepository
+from server.policy.requested_changes import parse_requested_change
 from server.policy.rulebook import RuleNotFound, ScopeNotFound, add_rule, change_rule, remove_rule
 from server.policy.rules import RuleTarget
 from server.tenancy.changes import ask
@@ -250,6 +252,18 @@ def _pending_change(session: Session, world: World) -> str:
     return row.id
 
 
+def _policy_change(session: Session, world: World) -> str:
+    row, _ = ask_for_change(
+        session,
+        agent(world.a1),
+        agent_id=world.a1.agent_id,
+        change=parse_requested_change({"dailyCapUsd": "500"}),
+        note="Scoping.",
+        now=SystemClock().now(),
+    )
+    return row.id
+
+
 @dataclass(frozen=True)
 class Case:
     name: str
@@ -300,6 +314,7 @@ CASES = [
     Case("connection", GrantRepository, lambda s, w: w.grant_id, agent_owned=True),
     Case("passkey", PasskeyRepository, lambda s, w: w.passkey_id, agent_owned=False),
     Case("pending change", PendingChangeRepository, _pending_change, agent_owned=False),
+    Case("policy change request", PolicyChangeRepository, _policy_change, agent_owned=True),
     Case(
         "agent a member may connect", DelegableAgentRepository, lambda s, w: w.a1.agent_id, agent_owned=True
     ),

@@ -31,7 +31,13 @@ def test_a_client_connects_by_consent_and_calls_a_tool(server: RunningServer, ow
     assert tokens["access_token"].startswith("pw_at_")
     assert tokens["refresh_token"].startswith("pw_rt_")
     assert tokens["expires_in"] == server.settings.access_token_ttl
-    assert tokens["scope"].split() == ["catalog:read", "payments:read", "payments:write", "rules:propose"]
+    assert tokens["scope"].split() == [
+        "catalog:read",
+        "payments:read",
+        "payments:write",
+        "policy:request",
+        "rules:propose",
+    ]
     result = rpc_result(call_tool(server.settings.mcp_url, tokens["access_token"], "get_budget"))
     assert result["result"]["structuredContent"]["agentId"] == owner.agent.agent_id
     assert not result["result"].get("isError")

@@ -123,9 +123,10 @@ def test_a_failed_answer_still_uses_up_its_challenge(server: RunningServer, owne
 def test_sign_in_without_the_pages_csrf_token_is_refused(server: RunningServer) -> None:
     with SoftBrowser(server) as browser:
         browser.get("/login")
-        refused = browser.http.post("/login/options", json={"csrf": "forged"})
-    assert refused.status_code == 403
-    assert refused.json()["error"] == "csrf_failed"
+        for forged in ("forged", "ünïcode…", "\u0000"):
+            refused = browser.http.post("/login/options", json={"csrf": forged})
+            assert refused.status_code == 403, forged
+            assert refused.json()["error"] == "csrf_failed"
 
 
 def test_sign_in_is_rate_limited(sqlite_db: Database) -> None:

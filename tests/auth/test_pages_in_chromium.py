@@ -12,7 +12,13 @@ import pytest
 from playwright.async_api import Page, expect
 
 from server.kit.db import Database
-from tests.support.browser import PHONE, Screenshots, VirtualAuthenticator, switch_device_after_step_up
+from tests.support.browser import (
+    PHONE,
+    Screenshots,
+    VirtualAuthenticator,
+    check_page,
+    switch_device_after_step_up,
+)
 from tests.support.oauth import CALLBACK, authorization_params, enrollment_link_token, pkce, register
 from tests.support.paywarden import RunningServer, serve
 from tests.support.tenants import make_agent, make_member
@@ -20,31 +26,6 @@ from tests.support.tenants import make_agent, make_member
 pytestmark = pytest.mark.anyio
 
 PAGE_TIMEOUT_S = 60
-
-# Controls without a label, headings, and the language: what every page must get right.
-_AUDIT = """() => {
-  const unlabelled = [...document.querySelectorAll('input:not([type=hidden]), select, textarea')]
-    .filter(el => el.labels.length === 0 && !el.getAttribute('aria-label')).map(el => el.name || el.id);
-  const unnamedButtons = [...document.querySelectorAll('button')].filter(b => !b.textContent.trim()).length;
-  return {
-    lang: document.documentElement.lang,
-    h1: document.querySelectorAll('h1').length,
-    unlabelled, unnamedButtons,
-    overflow: document.documentElement.scrollWidth > window.innerWidth,
-  };
-}"""
-
-
-async def _check_page(page: Page) -> None:
-    found = await page.evaluate(_AUDIT)
-    assert found["lang"] == "en"
-    assert found["h1"] == 1
-    assert found["unlabelled"] == []
-    assert found["unnamedButtons"] == 0
-    assert found["overflow"] is False, "the page scrolls sideways"
-    await page.keyboard.press("Tab")
-    first = await page.evaluate("document.activeElement.textContent.trim()")
-    assert first == "Skip to the page's content"
 
 
 @pytest.fixture
@@ -58,7 +39,7 @@ async def _enrol(page: Page, server: RunningServer, db: Database, screenshots: S
     member_id = make_member(db, agent.org_id, role="owner")
     token = enrollment_link_token(db, member_id, agent.org_id, clock=server.clock)
     await page.goto(f"{server.settings.pages_url}/enroll/{token}")
-    await _check_page(page)
+    await check_page(page)
     await screenshots.take(page, "enrol")
     await page.get_by_label("Name this passkey").fill("Work laptop")
     await page.get_by_role("button", name="Create a passkey").click()
@@ -76,20 +57,20 @@ async def test_enrolment_sign_in_and_passkeys_on_a_phone(
     await page.set_viewport_size(PHONE)
     with anyio.fail_after(PAGE_TIMEOUT_S):
         await _enrol(page, paywarden, sqlite_db, screenshots)
-        await _check_page(page)
+        await check_page(page)
         await screenshots.take(page, "home")
 
         await page.get_by_role("button", name="Sign out").click()
         await expect(page.get_by_role("status").filter(has_text="signed out")).to_have_text(
             "You are signed out."
         )
-        await _check_page(page)
+        await check_page(page)
         await screenshots.take(page, "signed-out")
         await page.get_by_role("button", name="Sign in with a passkey").click()
         await page.wait_for_url("**/admin")
 
         await page.get_by_role("link", name="Passkeys", exact=True).click()
-        await _check_page(page)
+        await check_page(page)
         await expect(page.get_by_text("This is your only passkey, so it cannot be removed.")).to_be_visible()
         # Adding a passkey first confirms the person with the passkey they have; then a second
         # device creates the new one (this authenticator forgets its passkey once the step-up
@@ -138,7 +119,7 @@ async def test_consent_errors_and_connections_in_the_browser(
         client = await anyio.to_thread.run_sync(lambda: register(paywarden, client_name="Desk Agent"))
         query = "&".join(f"{k}={v}" for k, v in authorization_params(client["client_id"], pkce()))
         await page.goto(f"{paywarden.settings.pages_url}/oauth/authorize?{query}")
-        await _check_page(page)
+        await check_page(page)
         for box in await page.get_by_role("checkbox").all():
             await box.uncheck()
         await page.get_by_role("button", name="Allow").click()
@@ -158,13 +139,13 @@ async def test_consent_errors_and_connections_in_the_browser(
         await page.wait_for_url(f"{CALLBACK}?**")
 
         await page.goto(f"{paywarden.settings.pages_url}/connections")
-        await _check_page(page)
+        await check_page(page)
         await expect(page.get_by_role("heading", name="Desk Agent")).to_be_visible()
         await page.set_viewport_size(PHONE)
         await screenshots.take(page, "connections-phone")
         await page.get_by_role("link", name="Revoke Desk Agent").click()
         await expect(page.get_by_role("heading", level=1)).to_have_text("Revoke Desk Agent?")  # it asks once
-        await _check_page(page)
+        await check_page(page)
         await page.get_by_role("button", name="Revoke Desk Agent").click()
         await expect(
             page.get_by_text("The connection was revoked: its tokens no longer work.")

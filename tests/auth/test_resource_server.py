@@ -17,7 +17,7 @@ from tests.support.tenants import make_agent
 
 pytestmark = pytest.mark.anyio
 
-ALL = "catalog:read payments:read payments:write rules:propose"
+ALL = "catalog:read payments:read payments:write policy:request rules:propose"
 
 
 def _challenge(header: str) -> dict[str, str]:

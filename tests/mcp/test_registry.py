@@ -12,7 +12,7 @@ from prometheus_client import REGISTRY
 
 from server.mcp.content import error_result, ok_result
 from server.mcp.registry import ToolRegistry
-from server.mcp.server import build_mcp_server
+from server.mcp.server import TOOL_MODULES, build_mcp_server
 from server.payments.errors import PolicyDenied
 from server.services import build_services
 from tests.support.paywarden import settings_for
@@ -26,7 +26,7 @@ async def test_two_servers_list_the_same_tools_each_bound_to_its_own_services(tm
         first, second = build_mcp_server(first_services), build_mcp_server(second_services)
         first_tools = {tool.name: tool for tool in await first.list_tools()}
         second_tools = {tool.name: tool for tool in await second.list_tools()}
-        assert len(first_tools) == 8
+        assert len(first_tools) == len(TOOL_MODULES)
         assert first_tools == second_tools  # names, descriptions, input and output schemas
         for name in first_tools:
             mine, theirs = first._tool_manager.get_tool(name), second._tool_manager.get_tool(name)

@@ -35,8 +35,10 @@ TOOLS = {
     "quote_payment",
     "search_paid_apis",
     "diagnose_payment",
+    "request_policy_change",
+    "get_policy_change_status",
 }
-WRITING_TOOLS = {"fetch_paid", "propose_rule"}
+WRITING_TOOLS = {"fetch_paid", "propose_rule", "request_policy_change"}
 PERSON = Principal.operator("test:person")
 
 

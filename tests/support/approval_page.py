@@ -4,7 +4,9 @@
   passkey of its virtual authenticator, and signed in;
 - `decide_on_page(page, url, ...)`: the member opens an approval URL (the one an agent or an
   MCP client was given), checks it is the approval page of a pending payment, and approves or
-  denies with the passkey; screenshots before and after.
+  denies with the passkey; screenshots before and after;
+- `decide_change_on_page(page, url, ...)`: the same for a policy change an agent asked for (its
+  `manageUrl`): approve or reject it with the passkey.
 """
 
 from __future__ import annotations
@@ -77,3 +79,35 @@ async def decide_on_page(
     await expect(page.get_by_text(said)).to_be_visible()
     await expect(page.get_by_role("heading", level=1)).to_have_text(title)
     await screenshots.take(page, "approved" if approve else "denied")
+
+
+# Who decided a policy change, when, and what became of it (the heading after a decision).
+CHANGE_DECIDED = {
+    True: (
+        "You approved this change. It is in force now, and the agent may try again.",
+        re.compile(f"^Approved {DECIDED_BY}: the agent's policy is now version \\d+$"),
+    ),
+    False: (
+        "You rejected this change. Nothing changed.",
+        re.compile(f"^Rejected {DECIDED_BY}: nothing changed$"),
+    ),
+}
+
+
+async def decide_change_on_page(
+    page: Page, url: str, *, approve: bool, screenshots: Screenshots, pages_url: str, agent: str
+) -> None:
+    """Open a policy change's `url` (at `pages_url`/policy-changes/<id>), see agent `agent` ask
+    for it, and approve or reject it with the passkey. Screenshots `change-page`, then `approved`
+    or `rejected`."""
+    request_id = url.rsplit("/", 1)[1]
+    await page.goto(url)
+    assert page.url == f"{pages_url}/policy-changes/{request_id}", page.url
+    await expect(page.get_by_role("heading", level=1)).to_have_text(f"Change what agent {agent} may pay?")
+    await screenshots.take(page, "change-page")
+    button = "Approve the change" if approve else "Reject"
+    await page.get_by_role("button", name=button, exact=True).click()
+    said, title = CHANGE_DECIDED[approve]
+    await expect(page.get_by_text(said)).to_be_visible()
+    await expect(page.get_by_role("heading", level=1)).to_have_text(title)
+    await screenshots.take(page, "approved" if approve else "rejected")

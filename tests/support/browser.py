@@ -165,3 +165,31 @@ async def switch_device_after_step_up(page: Page, authenticator: VirtualAuthenti
         await route.fulfill(response=response)
 
     await page.route("**/account/passkeys/step-up/verify", answered)
+
+
+# Controls without a label, headings, and the language: what every page must get right.
+PAGE_AUDIT = """() => {
+  const unlabelled = [...document.querySelectorAll('input:not([type=hidden]), select, textarea')]
+    .filter(el => el.labels.length === 0 && !el.getAttribute('aria-label')).map(el => el.name || el.id);
+  const unnamedButtons = [...document.querySelectorAll('button')].filter(b => !b.textContent.trim()).length;
+  return {
+    lang: document.documentElement.lang,
+    h1: document.querySelectorAll('h1').length,
+    unlabelled, unnamedButtons,
+    overflow: document.documentElement.scrollWidth > window.innerWidth,
+  };
+}"""
+
+
+async def check_page(page: Page) -> None:
+    """What every page must get right: a language, one heading, a label on every control, a name on
+    every button, no sideways scrolling, and the skip link first in the tab order."""
+    found = await page.evaluate(PAGE_AUDIT)
+    assert found["lang"] == "en"
+    assert found["h1"] == 1
+    assert found["unlabelled"] == []
+    assert found["unnamedButtons"] == 0
+    assert found["overflow"] is False, "the page scrolls sideways"
+    await page.keyboard.press("Tab")
+    first = await page.evaluate("document.activeElement.textContent.trim()")
+    assert first == "Skip to the page's content"

@@ -1,5 +1,6 @@
-"""The admin API's connections (OAuth grants: list, revoke) and approvals (list, read). Deciding an
-approval stays on the passkey page, which each approval document links to."""
+"""The admin API's connections (OAuth grants: list, revoke), approvals and the policy changes agents
+asked for (list, read). Deciding either stays on its passkey page, which each document links to:
+no token, an admin's or an agent's, decides anything."""
 
 from __future__ import annotations
 
@@ -11,13 +12,22 @@ from starlette.requests import Request
 
 from auth.connections import Connection, connections_of_org, revoke_grant
 from auth.principal import Principal
+from server.approvals import policy_changes
 from server.approvals import service as approvals
 from server.kit.money import format_usd
-from server.models import Approval
+from server.models import Approval, PolicyChangeRequest
 from server.vocabulary import ApprovalStatus
 from server.web.api.parts import now_of, page_size, path, reading, writing
 from server.web.api.problems import Problem
-from server.web.api.schemas import ApprovalDocument, ApprovalList, ConnectionDocument, ConnectionList
+from server.web.api.schemas import (
+    ApprovalDocument,
+    ApprovalList,
+    ConnectionDocument,
+    ConnectionList,
+    PolicyChangeDocument,
+    PolicyChangeList,
+    UntrustedText,
+)
 from server.web.http import services_of
 
 
@@ -122,3 +132,68 @@ async def show_approval(request: Request, principal: Principal) -> BaseModel:
     public_url = services_of(request).settings.pages_url
     approval_id = path(request, "approval_id")
     return await reading(request, _one, principal, approval_id, now=now_of(request), public_url=public_url)
+
+
+def _policy_change(row: PolicyChangeRequest, *, now: datetime, public_url: str) -> PolicyChangeDocument:
+    return PolicyChangeDocument(
+        id=row.id,
+        status=str(policy_changes.effective_status(row, now)),
+        agentId=row.agent_id,
+        change=policy_changes.requested(row).document(),
+        note=UntrustedText(untrusted=True, text=row.note),
+        policyVersion=row.policy_version,
+        appliedPolicyVersion=row.applied_version,
+        createdAt=row.created_at,
+        expiresAt=row.expires_at,
+        decidedAt=row.decided_at,
+        decidedBy=row.decided_by,
+        decideAt=policy_changes.manage_url(public_url, row.id),
+    )
+
+
+def _policy_changes(
+    session: Session,
+    principal: Principal,
+    *,
+    agent_id: str | None,
+    limit: int,
+    now: datetime,
+    public_url: str,
+) -> PolicyChangeList:
+    assert principal.org_id is not None
+    rows = policy_changes.newest_of_org(
+        session, principal, org_id=principal.org_id, agent_id=agent_id, limit=limit
+    )
+    return PolicyChangeList(
+        policyChanges=[_policy_change(row, now=now, public_url=public_url) for row in rows]
+    )
+
+
+async def list_policy_changes(request: Request, principal: Principal) -> BaseModel:
+    return await reading(
+        request,
+        _policy_changes,
+        principal,
+        agent_id=request.query_params.get("agent"),
+        limit=page_size(request),
+        now=now_of(request),
+        public_url=services_of(request).settings.pages_url,
+    )
+
+
+def _one_policy_change(
+    session: Session, principal: Principal, change_id: str, *, now: datetime, public_url: str
+) -> PolicyChangeDocument:
+    row = policy_changes.get_request(session, principal, change_id)
+    return _policy_change(row, now=now, public_url=public_url)
+
+
+async def show_policy_change(request: Request, principal: Principal) -> BaseModel:
+    return await reading(
+        request,
+        _one_policy_change,
+        principal,
+        path(request, "change_id"),
+        now=now_of(request),
+        public_url=services_of(request).settings.pages_url,
+    )

@@ -45,6 +45,8 @@ from server.web.api.schemas import (
     PaymentDocument,
     PaymentExport,
     PaymentPage,
+    PolicyChangeDocument,
+    PolicyChangeList,
     PolicyDocument,
     PolicyNarrowing,
     RoleChange,
@@ -65,6 +67,7 @@ AGENT_ID = Parameter("agent_id", "path", {"type": "string"}, "The agent's id.")
 MEMBER_ID = Parameter("member_id", "path", {"type": "string"}, "The member's id (or email).")
 CONNECTION_ID = Parameter("connection_id", "path", {"type": "string"}, "The connection's (grant's) id.")
 APPROVAL_ID = Parameter("approval_id", "path", {"type": "string"}, "The approval's id.")
+CHANGE_REQUEST_ID = Parameter("change_id", "path", {"type": "string"}, "The policy change request's id.")
 CHANGE_ID = Parameter("change_id", "path", {"type": "string"}, "The pending change's id (chg_...).")
 RULE_ID = Parameter("rule_id", "path", {"type": "string"}, "The rule's id.")
 PAYMENT_ID = Parameter("payment_id", "path", {"type": "string"}, "The payment's id.")
@@ -415,6 +418,29 @@ _TABLE: tuple[tuple[Operation, Handler], ...] = (
             not_found=True,
         ),
         oversight.show_approval,
+    ),
+    (
+        Operation(
+            "/policy-changes",
+            "listPolicyChanges",
+            "The policy changes agents asked for, newest first (an owner or admin decides each on "
+            "its passkey page).",
+            PolicyChangeList,
+            (BY_AGENT, LIMIT),
+            not_found=True,
+        ),
+        oversight.list_policy_changes,
+    ),
+    (
+        Operation(
+            "/policy-changes/{change_id}",
+            "getPolicyChange",
+            "One policy change an agent asked for, with the passkey page where it is decided.",
+            PolicyChangeDocument,
+            (CHANGE_REQUEST_ID,),
+            not_found=True,
+        ),
+        oversight.show_policy_change,
     ),
     (
         Operation(

@@ -29,7 +29,7 @@ from server.policy.rules import Rule
 from server.vocabulary import SUPPORTED_NETWORKS, Role, RuleKind, RuleScope, RuleWindow, WalletMode
 
 # The scopes an agent token may carry, spelled out so the OpenAPI document lists them.
-AgentScope = Literal["catalog:read", "payments:read", "payments:write", "rules:propose"]
+AgentScope = Literal["catalog:read", "payments:read", "payments:write", "policy:request", "rules:propose"]
 assert set(get_args(AgentScope)) == {str(scope) for scope in AGENT_SCOPES}
 
 
@@ -369,6 +369,30 @@ class ApprovalDocument(Document):
 
 class ApprovalList(Document):
     approvals: list[ApprovalDocument]
+
+
+class UntrustedText(Document):
+    untrusted: bool = Field(description="Always true: words an agent wrote, never checked by Paywarden.")
+    text: str
+
+
+class PolicyChangeDocument(Document):
+    id: str
+    status: str = Field(description="pending, approved, rejected or expired (as of now).")
+    agentId: str
+    change: dict[str, Any] = Field(description="The change as asked for and stored (request_policy_change).")
+    note: UntrustedText = Field(description="The agent's note: its own words, untrusted.")
+    policyVersion: int = Field(description="The agent's policy version when it asked.")
+    appliedPolicyVersion: int | None = Field(description="The version the approval made, if it made one.")
+    createdAt: datetime
+    expiresAt: datetime
+    decidedAt: datetime | None
+    decidedBy: str | None = Field(description="The member who decided, with a passkey.")
+    decideAt: str = Field(description="The passkey page where an owner or admin decides it.")
+
+
+class PolicyChangeList(Document):
+    policyChanges: list[PolicyChangeDocument]
 
 
 class ProblemDocument(Document):

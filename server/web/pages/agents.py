@@ -1,5 +1,6 @@
 """/admin/agents/{id}: one agent for the people who run it: its policy (a form with every setting),
-its rules, wallet and balance, recent payments, out-of-policy findings, tokens, and disabling it.
+its rules, the policy changes it asked for, wallet and balance, recent payments, out-of-policy
+findings, tokens, and disabling it.
 
 Owners and admins change an agent; everyone else sees the same page with its forms disabled, and
 a change they post anyway is refused with a page that says why. A change that narrows what the
@@ -45,11 +46,13 @@ from server.tenancy.service import AgentNotFound, agent_with_policy, get_agent
 from server.vocabulary import SUPPORTED_NETWORKS, Role
 from server.wallets.service import active_wallet
 from server.web.pages.common import PageHandler, Visit
+from server.web.pages.policy_changes import ChangeView, latest_views
 from server.web.pages.sudo import has_fresh_sudo, sudo_url
 from server.web.pages.token_forms import SHOWN_ALREADY, STALE_FORM, is_nonce, new_nonce, token_id_for
 
 PATH = "/admin/agents"
 RECENT_PAYMENTS = 20
+RECENT_CHANGES = 5
 BALANCE_TIMEOUT_S = 3.0
 MANAGERS = frozenset({Role.OWNER, Role.ADMIN})
 TOKEN_TTL_DAYS = (1, 7, 30, 90, 365)
@@ -105,6 +108,7 @@ class AgentView:
     findings: list[OutOfPolicyFinding]
     tokens: list[LiveToken]
     day_cap_atomic: int  # the most one day's payments can take: less in the wallet is a warning
+    changes: list[ChangeView]  # the policy changes the agent asked for lately, newest first
 
 
 def _agent_view(session: Session, signed_in: SignedIn, agent_id: str, now: datetime) -> AgentView:
@@ -121,6 +125,7 @@ def _agent_view(session: Session, signed_in: SignedIn, agent_id: str, now: datet
         findings=recent_findings(session, principal, agent_id=agent.id, now=now),
         tokens=live_tokens(session, principal, org_id=agent.org_id, agent_id=agent.id, now=now),
         day_cap_atomic=day_cap_atomic(agent, policy, rules, now=now),
+        changes=latest_views(session, signed_in, now, agent_id=agent.id, limit=RECENT_CHANGES),
     )
 
 

@@ -1,4 +1,6 @@
-"""/approvals and /approvals/{id}: the approvals inbox and the approval page.
+"""/approvals and /approvals/{id}: the approvals inbox and the approval page. The inbox also lists
+the policy changes agents asked for (`?tab=policy-changes`), which every member sees and owners
+and admins decide on their own page (server/web/pages/policy_changes.py).
 
 Only a signed-in member of the approval's organisation with role owner, admin or approver sees an
 approval; anyone else gets the same "no such approval" page whether it exists or not, and a
@@ -20,17 +22,19 @@ from auth.passkeys import claim_challenge
 from auth.sessions import SignedIn
 from server.approvals import service as approvals
 from server.approvals.errors import ApprovalNotFound
-from server.kit.errors import InputReason, InvalidInput
 from server.kit.money import format_usd
 from server.kit.networks import is_testnet, network_name
 from server.models import Agent, Approval, Organization
 from server.payments import decisions
 from server.tenancy.service import find_org, get_agent
 from server.vocabulary import ApprovalStatus, ChallengePurpose, HoldReason
-from server.web.pages.ceremonies import options_answer, read_answer
+from server.web.pages import policy_changes
+from server.web.pages.ceremonies import decision_of, options_answer, read_answer
 from server.web.pages.common import Visit
+from server.web.pages.policy_changes import ChangeView
 
 PATH = "/approvals"
+CHANGES_TAB = "policy-changes"
 
 REASONS = {
     HoldReason.RULE: "A hold rule of your organisation selects this payment.",
@@ -189,22 +193,43 @@ def _inbox_of(
     ]
 
 
+@dataclass(frozen=True)
+class Inbox:
+    org: Organization
+    approvals: list[ApprovalView]
+    # Policy changes agents asked for: those waiting (their count is the tab's), and on their
+    # tab the latest whatever became of them.
+    changes_waiting: list[ChangeView]
+    changes_latest: list[ChangeView]
+
+
+def _inbox(session: Session, signed_in: SignedIn, now: datetime, *, tab: str) -> Inbox:
+    org, shown = _inbox_of(session, signed_in, now, decided=tab == "decided")
+    waiting = policy_changes.waiting_views(session, signed_in, now)
+    latest = policy_changes.latest_views(session, signed_in, now) if tab == CHANGES_TAB else []
+    return Inbox(org, shown, waiting, [view for view in latest if not view.pending])
+
+
 async def inbox(visit: Visit) -> Response:
     services = visit.services
     signed_in = visit.member
     now = services.clock.now()
-    decided = visit.request.query_params.get("tab") == "decided"
+    tab = visit.request.query_params.get("tab")
+    tab = tab if tab in ("decided", CHANGES_TAB) else "waiting"
 
-    org, shown = await services.db.reading(_inbox_of, signed_in, now, decided=decided)
+    found = await services.db.reading(_inbox, signed_in, now, tab=tab)
+    titles = {"waiting": "Approvals", "decided": "Decided approvals", CHANGES_TAB: "Policy changes"}
     return visit.render(
         "approvals.html",
         {
-            "title": "Decided approvals" if decided else "Approvals",
+            "title": titles[tab],
             "nav": "approvals",
-            "tab": "decided" if decided else "waiting",
+            "tab": tab,
             "may_decide": signed_in.member.role.may_approve,
-            "approvals": shown,
-            "ttl_minutes": org.approval_ttl_seconds // 60,
+            "approvals": found.approvals,
+            "changes_waiting": found.changes_waiting,
+            "changes_latest": found.changes_latest,
+            "ttl_minutes": found.org.approval_ttl_seconds // 60,
             "notice": DONE.get(visit.request.query_params.get("done", "")),
         },
     )
@@ -261,20 +286,12 @@ def _notice(done: str, view: ApprovalView) -> str | None:
     return DONE.get(done)
 
 
-def _decision(value: object) -> bool:
-    if value == "approve":
-        return True
-    if value == "deny":
-        return False
-    raise InvalidInput(InputReason.INVALID_DECISION)
-
-
 async def decision_options(visit: Visit) -> Response:
     body = await read_answer(visit)
     services = visit.services
     signed_in = visit.member
     approval_id = _approval_id(visit)
-    approve = _decision(body.get("decision"))
+    approve = decision_of(body, no="deny")
 
     ceremony = await services.db.writing(
         approvals.start_decision,
@@ -293,7 +310,7 @@ async def decision_verify(visit: Visit) -> Response:
     services = visit.services
     signed_in = visit.member
     approval_id = _approval_id(visit)
-    approve = _decision(body.get("decision"))
+    approve = decision_of(body, no="deny")
     purpose = ChallengePurpose.APPROVE_PAYMENT if approve else ChallengePurpose.DENY_PAYMENT
 
     # Used up in its own transaction: a failed answer cannot be tried again with this nonce.

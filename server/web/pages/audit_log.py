@@ -14,6 +14,7 @@ from sqlmodel import Session
 from starlette.responses import Response
 
 from auth.sessions import SignedIn
+from server.approvals.policy_change_words import document_words
 from server.audit.service import ChainBreak, events_page, first_broken_link
 from server.kit.errors import InputReason, InvalidInput
 from server.models import AuditEvent
@@ -33,6 +34,7 @@ KINDS = (
     ("org.", "Organisation settings"),
     ("team.", "Teams"),
     ("wallet.", "Wallets"),
+    ("policy_change.", "Policy changes agents asked for"),
 )
 BREAKS = {
     "sequence_gap": "an event is missing",
@@ -77,6 +79,7 @@ class EventView:
     subject: str | None
     passkey: str | None  # the passkey behind an approval decision: its name and credential
     details: list[tuple[str, str]]
+    note: str | None  # the note an agent wrote with a policy change request: its words, untrusted
 
 
 @dataclass(frozen=True)
@@ -145,7 +148,7 @@ def _view(event: AuditEvent, emails: dict[str, str], agent_names: dict[str, str]
     elif who.startswith("agent:"):
         who = f"agent {agent_names.get(who.removeprefix('agent:'), who.removeprefix('agent:'))}"
     passkey = None
-    if event.type.startswith("approval.") and data.get("passkeyId"):
+    if event.type.startswith(("approval.", "policy_change.")) and data.get("passkeyId"):
         credential = str(data.get("credentialId") or "")
         short = f"{credential[:10]}…" if len(credential) > 10 else credential
         passkey = f"{data.get('passkeyName') or 'a passkey'} (credential {short})"
@@ -153,6 +156,9 @@ def _view(event: AuditEvent, emails: dict[str, str], agent_names: dict[str, str]
     if subject in emails:
         subject = emails[subject]
     details = [(key, str(data[key])) for key in SHOWN_DATA if key in data and data[key] not in (None, "")]
+    note = data.get("note")
+    if event.type.startswith("policy_change."):
+        details += _change_details(data)
     return EventView(
         seq=event.seq,
         kind=event.type,
@@ -162,7 +168,17 @@ def _view(event: AuditEvent, emails: dict[str, str], agent_names: dict[str, str]
         subject=subject,
         passkey=passkey,
         details=details,
+        note=str(note.get("text")) if isinstance(note, dict) and note.get("untrusted") else None,
     )
+
+
+def _change_details(data: dict[str, Any]) -> list[tuple[str, str]]:
+    """A policy change event's change in words, and the policy version it asked at or made."""
+    words = document_words(data.get("change"))
+    found = [] if words is None else [("change", words)]
+    if data.get("policyVersion") is not None:
+        found.append(("policyVersion", str(data["policyVersion"])))
+    return found
 
 
 def _audit_page(session: Session, signed_in: SignedIn, filters: Filters) -> AuditPage:

@@ -12,6 +12,7 @@ from starlette.responses import Response
 from auth import rate_limits, step_up
 from auth.errors import ChallengeExpired, PasskeyCheckFailed
 from auth.passkeys import Ceremony, claim_challenge
+from server.kit.errors import InputReason, InvalidInput
 from server.models import WebAuthnChallenge
 from server.vocabulary import ChallengePurpose, StepUpAction
 from server.web.http import count, json_body
@@ -27,6 +28,16 @@ async def read_answer(visit: Visit) -> dict[str, Any]:
         raise PasskeyCheckFailed()
     visit.check_csrf(body.get("csrf"))
     return body
+
+
+def decision_of(body: dict[str, Any], *, no: str) -> bool:
+    """A decision posted by a page's buttons: `approve`, or its `no` word (`deny`, `reject`)."""
+    value = body.get("decision")
+    if value == "approve":
+        return True
+    if value == no:
+        return False
+    raise InvalidInput(InputReason.INVALID_DECISION)
 
 
 def options_answer(visit: Visit, ceremony: Ceremony) -> dict[str, Any]:

@@ -22,7 +22,16 @@ from auth import errors
 from auth.scopes import scope_words
 from auth.sessions import BROWSER_COOKIE, SESSION_COOKIE, SignedIn, new_browser_secret, resolve_session
 from auth.tokens import TokenNotFound
-from server.approvals.errors import ApprovalNotFound, ApprovalNotPending
+from server.approvals.errors import (
+    ApprovalNotFound,
+    ApprovalNotPending,
+    PolicyChangeAltered,
+    PolicyChangedMeanwhile,
+    PolicyChangeForbidden,
+    PolicyChangeNotFound,
+    PolicyChangeNotPending,
+    PolicyChangeOutdated,
+)
 from server.kit.bodies import RequestTooLarge
 from server.kit.errors import NotFound, PaywardenError
 from server.kit.networks import network_name
@@ -66,6 +75,12 @@ _STATUS = {
     NotFound.code: 404,
     ApprovalNotFound.code: 404,
     ApprovalNotPending.code: 409,
+    PolicyChangeNotFound.code: 404,
+    PolicyChangeNotPending.code: 409,
+    PolicyChangeForbidden.code: 403,
+    PolicyChangeOutdated.code: 409,
+    PolicyChangedMeanwhile.code: 409,
+    PolicyChangeAltered.code: 409,
     ChangeNotFound.code: 404,
     ChangeNotPending.code: 409,
     ConfirmForbidden.code: 403,

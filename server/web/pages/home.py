@@ -1,6 +1,6 @@
 """/admin: where a signed-in member lands, the dashboard's overview: today's spend of each agent
-against its caps, the approvals waiting, the last 30 days' spend as a chart, the agents they may
-connect to an MCP client, and how to connect one. (/ leads here too.)"""
+against its caps, the approvals and policy changes waiting, the last 30 days' spend as a chart,
+the agents they may connect to an MCP client, and how to connect one. (/ leads here too.)"""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from starlette.responses import RedirectResponse, Response
 
 from auth.consent import delegable_agents
 from auth.sessions import SignedIn
+from server.approvals.policy_changes import waiting_in_org
 from server.approvals.service import pending_for_decider
 from server.kit.money import format_usd
 from server.models import Agent, SellerCircuit
@@ -36,6 +37,7 @@ class Overview:
     waiting: int  # approvals waiting for the member
     spend: SpendOverview
     circuits: list[SellerCircuit]  # seller hosts the organisation blocked
+    changes_waiting: int  # policy changes agents asked for, waiting for an owner or admin
 
 
 def _home_of(session: Session, signed_in: SignedIn, now: datetime) -> Overview:
@@ -45,7 +47,10 @@ def _home_of(session: Session, signed_in: SignedIn, now: datetime) -> Overview:
     waiting = pending_for_decider(session, signed_in.principal, member=signed_in.member, now=now)
     spend = spend_overview(session, signed_in.principal, now=now)
     circuits = open_circuits(session, signed_in.principal, now=now)
-    return Overview(org.name, delegable_agents(session, signed_in), len(waiting), spend, circuits)
+    changes = waiting_in_org(session, signed_in.principal, member=signed_in.member, now=now)
+    return Overview(
+        org.name, delegable_agents(session, signed_in), len(waiting), spend, circuits, len(changes)
+    )
 
 
 def spend_chart(spend: SpendOverview) -> StackedBars:
@@ -79,6 +84,7 @@ async def show(visit: Visit) -> Response:
             "agents": overview.agents,
             "notice": notice,
             "waiting": overview.waiting,
+            "changes_waiting": overview.changes_waiting,
             "circuits": overview.circuits,
             "may_clear": may_manage(signed_in),
             "spend": spend,

@@ -1,6 +1,7 @@
-// The approval page's two buttons: each asks Paywarden for a challenge bound to that decision on
-// this payment, lets the browser sign it with the member's passkey (user verification required),
-// posts the answer, then shows the page again with the outcome.
+// The decision buttons of the approval page and of a policy change's page: each asks Paywarden for
+// a challenge bound to that decision on this payment (or change, over the versions the page shows:
+// the form's `basis`), lets the browser sign it with the member's passkey (user verification
+// required), posts the answer, then shows the page again with the outcome.
 "use strict";
 
 (function () {
@@ -20,6 +21,7 @@
     busy(false);
   }
   const post = window.paywardenPost;
+  const WORDS = {approve: "approval", deny: "denial", reject: "rejection"};
 
   if (!(window.PublicKeyCredential && typeof PublicKeyCredential.parseRequestOptionsFromJSON === "function")) {
     busy(true);
@@ -35,10 +37,13 @@
       busy(true);
       const decision = form.dataset.decision;
       const csrf = form.querySelector("[name=csrf]").value;
+      const basis = form.querySelector("[name=basis]");
+      const request = {csrf: csrf, decision: decision};
+      if (basis) request.basis = basis.value;
       try {
         say("Asking Paywarden for a challenge…");
-        const options = await post(form.dataset.options, {csrf: csrf, decision: decision});
-        say(decision === "approve" ? "Confirm the approval with your passkey…" : "Confirm the denial with your passkey…");
+        const options = await post(form.dataset.options, request);
+        say("Confirm the " + WORDS[decision] + " with your passkey…");
         const credential = await navigator.credentials.get({
           publicKey: PublicKeyCredential.parseRequestOptionsFromJSON(options.publicKey),
         });
