@@ -12,7 +12,10 @@ handed it, twice. A seller that does not declare the extension gets no `extensio
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
+import json
 from typing import Any
 
 from server.x402.challenge import Challenge
@@ -49,3 +52,16 @@ def payload_extensions(challenge: Challenge, identifier: str) -> dict[str, Any] 
     if declared is None:
         return None
     return {EXTENSION: {**declared, "info": {**declared["info"], "id": identifier}}}
+
+
+def carried_identifier(payment_signature: str) -> str | None:
+    """The identifier a `PAYMENT-SIGNATURE` value carries (Paywarden's own header, read back)."""
+    try:
+        payload = json.loads(base64.b64decode(payment_signature, validate=True))
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        return None
+    extensions = payload.get("extensions") if isinstance(payload, dict) else None
+    extension = extensions.get(EXTENSION) if isinstance(extensions, dict) else None
+    info = extension.get("info") if isinstance(extension, dict) else None
+    found = info.get("id") if isinstance(info, dict) else None
+    return found if isinstance(found, str) else None

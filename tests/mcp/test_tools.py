@@ -35,8 +35,10 @@ TOOLS = {
     "quote_payment",
     "search_paid_apis",
     "diagnose_payment",
+    "pay_x402",
+    "report_receipt",
 }
-WRITING_TOOLS = {"fetch_paid", "propose_rule"}
+WRITING_TOOLS = {"fetch_paid", "propose_rule", "pay_x402", "report_receipt"}
 PERSON = Principal.operator("test:person")
 
 
@@ -234,6 +236,7 @@ async def test_list_payments_newest_first_with_host_not_url(server: RunningServe
             "host": "api.example.com",
             "transactionHash": None,
             "createdAt": listed["payments"][0]["createdAt"],
+            "sentBy": "paywarden",
             "termsSha256": terms_digest(facts("list-0002").selection.offer),
             "bodySha256": None,
             "bodyBytes": None,
