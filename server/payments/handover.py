@@ -171,7 +171,8 @@ class HandOverService:
         intent.payment_response = report.payment_response[:MAX_PAYMENT_RESPONSE_CHARS]
         if claim is not None and claim.transaction is not None:
             intent.seller_tx_hash = claim.transaction  # where to look first on-chain, nothing more
-        claimed = {"claimedSuccess": claim.success if claim else None, "claimedTxHash": intent.seller_tx_hash}
+        # What the agent says the seller claimed (a transaction hash is public, not a secret).
+        claimed = {"claim": {"success": claim.success, "txHash": claim.transaction} if claim else None}
         return ledger.record_change(
             session, principal, intent, event="payment.receipt_reported", data=claimed, now=self._clock.now()
         )
