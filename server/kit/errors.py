@@ -155,7 +155,8 @@ _SENTENCES: dict[InputReason, str] = {
         "accepts must be the 402's list of 1 to 64 offers (JSON objects) as received, at most 64 KiB."
     ),
     InputReason.INVALID_RESOURCE: (
-        "resource must be the x402 v2 402's resource object with its url, as received; an x402 v1 402 has none."
+        "resource must be the x402 v2 402's resource object with its url, as received; an x402 v1 402 "
+        "has none."
     ),
     InputReason.INVALID_PAYMENT_RESPONSE: (
         "paymentResponse must be the seller's PAYMENT-RESPONSE header as received: 1 to 4096 printable "

@@ -63,7 +63,7 @@ class Purchase(Protocol):
 
 
 Q = TypeVar("Q", bound=Purchase)
-O = TypeVar("O")
+Out = TypeVar("Out")
 _ANSWERS = {
     "accept": ApprovalPrompt.ACCEPTED,
     "decline": ApprovalPrompt.DECLINED,
@@ -108,7 +108,12 @@ class HeldPayments:
         """The purchase, with the approval page offered and waited for when it is held.
         `arguments` are the call's arguments as the client sent them (what a state is bound to)."""
         return await self.call(
-            ctx, principal, request, arguments, tool="fetch_paid", purchase=self._services.purchases.fetch_paid
+            ctx,
+            principal,
+            request,
+            arguments,
+            tool="fetch_paid",
+            purchase=self._services.purchases.fetch_paid,
         )
 
     async def pay_x402(
@@ -127,8 +132,8 @@ class HeldPayments:
         arguments: dict[str, Any],
         *,
         tool: str,
-        purchase: Callable[[Principal, Q], Awaitable[O | PendingOutcome]],
-    ) -> O | HeldOutcome | InputRequiredResult:
+        purchase: Callable[[Principal, Q], Awaitable[Out | PendingOutcome]],
+    ) -> Out | HeldOutcome | InputRequiredResult:
         """`purchase`, offering and waiting for the approval page when it is held."""
         modern = is_modern(ctx)
         if modern and ctx.request_state is not None:
@@ -179,8 +184,8 @@ class HeldPayments:
         arguments: dict[str, Any],
         *,
         tool: str,
-        purchase: Callable[[Principal, Q], Awaitable[O | PendingOutcome]],
-    ) -> O | HeldOutcome:
+        purchase: Callable[[Principal, Q], Awaitable[Out | PendingOutcome]],
+    ) -> Out | HeldOutcome:
         state = self._sealer.open(
             ctx.request_state,
             principal=principal,
@@ -221,8 +226,8 @@ class HeldPayments:
         prompt: ApprovalPrompt,
         *,
         timeout_s: float,
-        purchase: Callable[[Principal, Q], Awaitable[O | PendingOutcome]],
-    ) -> O | HeldOutcome:
+        purchase: Callable[[Principal, Q], Awaitable[Out | PendingOutcome]],
+    ) -> Out | HeldOutcome:
         """Wait for the person only if they agreed to open the page; once the approval is decided,
         the retry with the held payment's key pays it or says why not."""
         if prompt != ApprovalPrompt.ACCEPTED or timeout_s <= 0 or self._services.stopping.begun:

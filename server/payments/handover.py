@@ -22,8 +22,8 @@ from sqlmodel import Session
 from auth.principal import Principal
 from server.audit.service import record as audit
 from server.kit.clock import Clock
-from server.kit.db import Database
 from server.kit.crypto import MasterKey
+from server.kit.db import Database
 from server.models import Agent, PaymentIntent
 from server.payments import ledger
 from server.payments.answer import MAX_PAYMENT_RESPONSE_CHARS
@@ -94,10 +94,16 @@ class HandOverService:
         wallet, offered = context.wallet, passage.offered
         assert wallet is not None
         assert offered is not None
-        signed = await self._purchases.sign(principal, intent, wallet, offered.selection, request.max_amount_usd)
+        signed = await self._purchases.sign(
+            principal, intent, wallet, offered.selection, request.max_amount_usd
+        )
         identifier = payment_identifier(intent.id) if declaration(offered.challenge) is not None else None
         name, value = payment_header(
-            offered.challenge, offered.selection, signed.authorization, signed.signature, identifier=identifier
+            offered.challenge,
+            offered.selection,
+            signed.authorization,
+            signed.signature,
+            identifier=identifier,
         )
         # Recorded as sent before the header leaves: from now on only the chain says what became of it.
         intent = await self._purchases.submit(
@@ -108,7 +114,9 @@ class HandOverService:
             selection=offered.selection,
             sealed_with=self._master.key_id,
             sent_by=PaymentSender.AGENT,
-            payment_header_sealed=self._master.seal(value.encode(), context=payment_header_context(intent.id)),
+            payment_header_sealed=self._master.seal(
+                value.encode(), context=payment_header_context(intent.id)
+            ),
             payment_header_key_id=self._master.key_id,
         )
         await self._purchases.after_authorized(principal, context.agent, intent, request.host)
@@ -156,7 +164,9 @@ class HandOverService:
         else:
             assert principal.agent_id is not None
             assert report.idempotency_key is not None
-            key_found = ledger.find_by_key(session, principal, agent_id=principal.agent_id, key=report.idempotency_key)
+            key_found = ledger.find_by_key(
+                session, principal, agent_id=principal.agent_id, key=report.idempotency_key
+            )
             if key_found is None:
                 raise PaymentNotFound()
             found = key_found

@@ -75,8 +75,8 @@ from server.policy.service import add_catalog_host
 from server.sellers.client import REDIRECT_STATUSES, SellerClient, SellerRequest, SellerResponse
 from server.sellers.errors import ResponseLost
 from server.settings import Settings
-from server.signers.intents import SignedTransfer
 from server.signers.errors import SignerError, SignRefused
+from server.signers.intents import SignedTransfer
 from server.vocabulary import ApprovalStatus, HoldReason, IntentStatus
 from server.wallets.master_key import require_current_key
 from server.wallets.service import intent_to_sign, record_sign_refused, signer_for, transfer_request
@@ -255,7 +255,9 @@ class PurchaseService:
             return self._pending(reservation.intent, reservation.approval)
         return reservation.intent
 
-    async def after_authorized(self, principal: Principal, agent: Agent, intent: PaymentIntent, host: str) -> None:
+    async def after_authorized(
+        self, principal: Principal, agent: Agent, intent: PaymentIntent, host: str
+    ) -> None:
         """A host first paid through the catalog, with a person's approval, is allowed from now on."""
         if HoldReason.CATALOG_NEW_HOST in intent.decision.get("coveredHolds", ()):
             await self._db.writing(self._add_catalog_host, principal, agent, host)
@@ -451,7 +453,9 @@ class PurchaseService:
                 failure_code=exc.code,
             )
             raise
-        return await self._record_answer(principal, intent, response, challenge, identified=identifier is not None)
+        return await self._record_answer(
+            principal, intent, response, challenge, identified=identifier is not None
+        )
 
     async def sign(
         self,

@@ -181,4 +181,6 @@ def payment_header(
     name = payment_header_name(challenge.x402_version)
     if challenge.x402_version == 1:
         return name, encode_x_payment(selection, authorization, signature)
-    return name, encode_payment_signature(challenge, selection, authorization, signature, identifier=identifier)
+    return name, encode_payment_signature(
+        challenge, selection, authorization, signature, identifier=identifier
+    )

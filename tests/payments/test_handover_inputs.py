@@ -88,7 +88,9 @@ def test_what_is_not_a_402_as_received_is_refused(changes: dict[str, Any], reaso
 
 
 def test_a_receipt_names_one_payment_and_carries_the_header_as_received() -> None:
-    report = validate_report_receipt({"idempotencyKey": "key-0001", "paymentResponse": RECEIPT}, bearer=BEARER)
+    report = validate_report_receipt(
+        {"idempotencyKey": "key-0001", "paymentResponse": RECEIPT}, bearer=BEARER
+    )
     assert (report.idempotency_key, report.intent_id, report.payment_response) == ("key-0001", None, RECEIPT)
     by_id = validate_report_receipt({"intentId": "pi_" + "a" * 20, "paymentResponse": RECEIPT}, bearer=BEARER)
     assert by_id.intent_id == "pi_" + "a" * 20

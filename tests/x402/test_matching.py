@@ -13,7 +13,11 @@ from server.x402.matching import Mismatch, mismatch
 TOKEN = "0x" + "12" * 20
 PAY_TO = "0x" + "34" * 20
 OTHER = "0x" + "56" * 20
-RESOURCE = {"url": "https://api.example.com/premium", "description": "premium", "mimeType": "application/json"}
+RESOURCE = {
+    "url": "https://api.example.com/premium",
+    "description": "premium",
+    "mimeType": "application/json",
+}
 
 
 def offer(**changes: Any) -> dict[str, Any]:
@@ -94,6 +98,8 @@ def test_v1_compares_each_offers_resource_and_network_as_written() -> None:
     fetched = v1(v1_offer())
     paying = fetched.offers[0]
     assert mismatch(v1(v1_offer()), fetched, paying) is None
-    assert mismatch(v1(v1_offer(resource="https://api.example.com/free")), fetched, paying) == Mismatch.RESOURCE
+    assert (
+        mismatch(v1(v1_offer(resource="https://api.example.com/free")), fetched, paying) == Mismatch.RESOURCE
+    )
     assert mismatch(v1(v1_offer(network="base")), fetched, paying) == Mismatch.NETWORK
     assert mismatch(v1(v1_offer(maxAmountRequired="1")), fetched, paying) == Mismatch.PRICE

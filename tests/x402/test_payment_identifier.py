@@ -84,7 +84,12 @@ def test_a_seller_that_declared_it_finds_the_identifier_where_the_sdk_looks() ->
     assert validate_payment_identifier_requirement(payload, server_required=True).valid
     # The SDK's resource server checks that every field it declared is echoed unchanged.
     required = PaymentRequired.model_validate(
-        {"x402Version": 2, "resource": {"url": "https://api.example.com/premium"}, "accepts": [OFFER], "extensions": declared}
+        {
+            "x402Version": 2,
+            "resource": {"url": "https://api.example.com/premium"},
+            "accepts": [OFFER],
+            "extensions": declared,
+        }
     )
     assert x402ResourceServer().validate_extensions(required, payload).valid
 

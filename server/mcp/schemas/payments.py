@@ -162,7 +162,10 @@ def signed(outcome: SignedOutcome) -> dict[str, Any]:
 
 
 def pending(
-    outcome: PendingOutcome, prompt: ApprovalPrompt = ApprovalPrompt.NOT_SUPPORTED, *, tool: str = "fetch_paid"
+    outcome: PendingOutcome,
+    prompt: ApprovalPrompt = ApprovalPrompt.NOT_SUPPORTED,
+    *,
+    tool: str = "fetch_paid",
 ) -> dict[str, Any]:
     approval = outcome.approval
     result = FetchPaidResult(

@@ -74,7 +74,7 @@ ResourceBlock = Annotated[
     WithJsonSchema(
         {
             "type": "object",
-            "description": "The x402 v2 402's resource object (with its url), exactly as received; omit for v1.",
+            "description": "The x402 v2 402's resource object (with its url), as received; omit for v1.",
         }
     ),
 ]

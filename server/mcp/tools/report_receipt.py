@@ -42,7 +42,9 @@ PaymentKey = Annotated[
 ]
 IntentId = Annotated[
     Any,
-    WithJsonSchema({"type": "string", "maxLength": 40, "description": "The payment's intentId, from pay_x402."}),
+    WithJsonSchema(
+        {"type": "string", "maxLength": 40, "description": "The payment's intentId, from pay_x402."}
+    ),
 ]
 PaymentResponse = Annotated[
     Any,
