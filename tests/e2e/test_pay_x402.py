@@ -10,7 +10,6 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
-import httpx
 import pytest
 from sqlmodel import col, select
 
@@ -21,11 +20,12 @@ from server.payments.settlement.reconciler import SettlementReconciler
 from tests.e2e.test_approvals import Money
 from tests.support.chain import Anvil, TestToken
 from tests.support.fixtures_chain import FundedWallet
+from tests.support.handover import challenge_of, pay_args, send
 from tests.support.oauth import SoftBrowser, csrf_of, enrollment_link_token
 from tests.support.paywarden import RunningServer, chain_environ, error_of, mcp_client, serve, structured
 from tests.support.seller import Seller
 from tests.support.tenants import AgentSetup, make_agent, make_member, pin_payee
-from tests.support.x402_wire import PAYMENT_REQUIRED, PAYMENT_RESPONSE, decode_header, encode_header
+from tests.support.x402_wire import PAYMENT_RESPONSE, decode_header, encode_header
 
 pytestmark = [pytest.mark.anyio, pytest.mark.chain]
 
@@ -43,28 +43,6 @@ def server(
     extra = chain_environ(rpc_url=anvil.rpc_url, token_address=test_usdc.address)
     with serve(module_sqlite_db.url, extra=extra) as running:
         yield running
-
-
-def challenge_of(seller: Seller, path: str) -> dict[str, Any]:
-    """What the agent's own client gets: the seller's 402, its PAYMENT-REQUIRED decoded."""
-    asked = httpx.get(seller.url(path), timeout=SELLER_TIMEOUT_S)
-    assert asked.status_code == 402
-    return decode_header(asked.headers[PAYMENT_REQUIRED])
-
-
-def pay_args(url: str, required: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    return {
-        "url": url,
-        "accepts": required["accepts"],
-        "x402Version": required["x402Version"],
-        "resource": required["resource"],
-        **extra,
-    }
-
-
-def send(url: str, signed: dict[str, Any]) -> httpx.Response:
-    """The agent's own request, again, with the header Paywarden handed it."""
-    return httpx.get(url, headers={signed["headerName"]: signed["headerValue"]}, timeout=SELLER_TIMEOUT_S)
 
 
 def agent_for(server: RunningServer, db: Database, wallet: FundedWallet, **policy: Any) -> AgentSetup:

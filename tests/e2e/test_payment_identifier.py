@@ -7,6 +7,7 @@ identifier it knows from another payment is `payment_identifier_conflict`."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from sqlmodel import select
@@ -16,9 +17,9 @@ from server.models import PaymentIntent
 from server.payments import decisions
 from server.x402.payment_identifier import payment_identifier
 from tests.e2e.test_approvals import Money
-from tests.e2e.test_pay_x402 import challenge_of, pay_args, send
 from tests.support.chain import Anvil, TestToken
 from tests.support.fixtures_chain import FundedWallet
+from tests.support.handover import challenge_of, pay_args, send
 from tests.support.payment_identifiers import IdentifierLedger
 from tests.support.paywarden import RunningServer, chain_environ, error_of, mcp_client, serve, structured
 from tests.support.principals import OPERATOR
@@ -40,7 +41,7 @@ def server(
         yield running
 
 
-def _agent(server: RunningServer, db: Database, wallet: FundedWallet, **policy: str) -> AgentSetup:
+def _agent(server: RunningServer, db: Database, wallet: FundedWallet, **policy: Any) -> AgentSetup:
     return make_agent(db, server.settings, allow_hosts=["127.0.0.1"], wallet_key=wallet.private_key, **policy)
 
 

@@ -165,5 +165,7 @@ def test_payments_an_agent_sent_itself_never_count_and_an_identifier_conflict_do
     assert _open(db, agent) is None
     # The same lapse of a payment Paywarden sent counts, and so does a seller's 409 for its identifier.
     _outcome(db, agent, "sent-1", NOW, S.EXPIRED, failure_code="not_settled_before_valid_before")
-    _outcome(db, agent, "sent-2", NOW, S.FAILED, failure_code="payment_identifier_conflict", seller_status=409)
+    _outcome(
+        db, agent, "sent-2", NOW, S.FAILED, failure_code="payment_identifier_conflict", seller_status=409
+    )
     assert _count(db, agent, since) == 2

@@ -86,15 +86,18 @@ async def call_while_deciding(
     arguments: dict[str, Any],
     elicitations: UrlElicitations,
     decider: Callable[[ElicitRequestURLParams], Awaitable[object]],
+    *,
+    tool: str = "fetch_paid",
 ) -> CallToolResult:
-    """Call fetch_paid; once the client was asked (one URL elicitation), `decider` decides it
-    while the call waits (it must not have returned when the decision starts; it may return as
-    soon as the decision is committed, before the decider itself is done). Returns the call's
-    result, which shows whether it saw the decision (`paid` only after an approval)."""
+    """Call `tool` (fetch_paid, or pay_x402); once the client was asked (one URL elicitation),
+    `decider` decides it while the call waits (it must not have returned when the decision starts;
+    it may return as soon as the decision is committed, before the decider itself is done).
+    Returns the call's result, which shows whether it saw the decision (`paid`, or `signed`, only
+    after an approval)."""
     result: list[CallToolResult] = []
 
     async def call() -> None:
-        result.append(await client.call_tool("fetch_paid", arguments))
+        result.append(await client.call_tool(tool, arguments))
 
     async with anyio.create_task_group() as group:
         group.start_soon(call)
