@@ -9,29 +9,17 @@ import pytest
 
 from server.kit.errors import InvalidInput
 from server.payments.inputs import validate_pay_x402, validate_report_receipt
+from tests.x402.test_matching import offer, v1_offer
 
 BEARER = "pw_at_" + "B" * 43
-OFFER = {
-    "scheme": "exact",
-    "network": "eip155:84532",
-    "amount": "10000",
-    "asset": "0x" + "12" * 20,
-    "payTo": "0x" + "34" * 20,
-    "maxTimeoutSeconds": 60,
-    "extra": {"name": "USDC", "version": "2"},
-}
+OFFER = offer()
 V2 = {
     "url": "https://api.example.com/premium",
     "x402Version": 2,
     "accepts": [OFFER],
     "resource": {"url": "https://api.example.com/premium"},
 }
-V1_OFFER = {
-    **{key: value for key, value in OFFER.items() if key != "amount"},
-    "network": "base-sepolia",
-    "maxAmountRequired": "10000",
-    "resource": "https://api.example.com/premium",
-}
+V1_OFFER = v1_offer()
 RECEIPT = "eyJzdWNjZXNzIjp0cnVlfQ=="  # base64 of {"success":true}
 
 

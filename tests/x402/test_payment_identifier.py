@@ -24,19 +24,10 @@ from server.x402.challenge import Challenge, parse_challenge_document
 from server.x402.payment_identifier import declaration, payment_identifier
 from server.x402.selection import select_offer
 from server.x402.transfer_authorization import build_authorization, payment_header, typed_data
+from tests.x402.test_matching import TOKEN, offer
 
-TOKEN = "0x" + "12" * 20
-PAY_TO = "0x" + "34" * 20
 USDC = {"eip155:84532": TOKEN}
-OFFER = {
-    "scheme": "exact",
-    "network": "eip155:84532",
-    "amount": "10000",
-    "asset": TOKEN,
-    "payTo": PAY_TO,
-    "maxTimeoutSeconds": 60,
-    "extra": {"name": "USDC", "version": "2"},
-}
+OFFER = offer()
 
 
 def _challenge(extensions: dict[str, Any] | None) -> Challenge:

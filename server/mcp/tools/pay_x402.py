@@ -22,7 +22,7 @@ from server.mcp.arguments import (
     Origin,
     RequestBody,
     Url,
-    text_or_none,
+    paid_request,
 )
 from server.mcp.content import ok_result
 from server.mcp.context import bearer_for, principal_for
@@ -108,16 +108,18 @@ def register(mcp: ToolRegistry, services: Services) -> None:
         try:
             principal = principal_for(ctx, Scope.PAYMENTS_WRITE)
             arguments = {
-                "url": url,
+                **paid_request(
+                    url=url,
+                    method=method,
+                    headers=headers,
+                    body=body,
+                    idempotency_key=idempotencyKey,
+                    max_amount_usd=maxAmountUsd,
+                    origin=origin,
+                ),
                 "accepts": accepts,
                 "x402Version": x402Version,
                 "resource": resource,
-                "method": method,
-                "headers": headers,
-                "body": text_or_none(body),
-                "idempotencyKey": idempotencyKey,
-                "maxAmountUsd": maxAmountUsd,
-                "origin": origin,
             }
             given = validate_pay_x402(
                 arguments,
