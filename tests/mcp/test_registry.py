@@ -26,7 +26,7 @@ async def test_two_servers_list_the_same_tools_each_bound_to_its_own_services(tm
         first, second = build_mcp_server(first_services), build_mcp_server(second_services)
         first_tools = {tool.name: tool for tool in await first.list_tools()}
         second_tools = {tool.name: tool for tool in await second.list_tools()}
-        assert len(first_tools) == 8
+        assert len(first_tools) == 10
         assert first_tools == second_tools  # names, descriptions, input and output schemas
         for name in first_tools:
             mine, theirs = first._tool_manager.get_tool(name), second._tool_manager.get_tool(name)
