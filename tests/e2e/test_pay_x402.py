@@ -10,6 +10,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
+import httpx
 import pytest
 from sqlmodel import col, select
 
@@ -21,6 +22,7 @@ from tests.e2e.test_approvals import Money
 from tests.support.chain import Anvil, TestToken
 from tests.support.fixtures_chain import FundedWallet
 from tests.support.handover import challenge_of, pay_args, send
+from tests.support.hostile_seller import HostileSeller, fixture_hostile_seller  # noqa: F401
 from tests.support.oauth import SoftBrowser, csrf_of, enrollment_link_token
 from tests.support.paywarden import RunningServer, chain_environ, error_of, mcp_client, serve, structured
 from tests.support.seller import Seller
@@ -432,3 +434,48 @@ async def test_a_reported_receipt_is_kept_as_received_and_a_lying_one_settles_no
         assert (row.status, row.tx_hash, row.payment_response) == ("submitted", None, "paid, trust me")
     reports = [t for t in audit_types(db, setup.org_id) if t == "payment.receipt_reported"]
     assert len(reports) == 3
+
+
+async def test_an_x402_v1_402_is_handed_an_x_payment_header(
+    sqlite_db: Database,
+    anvil: Anvil,
+    test_usdc: TestToken,
+    hostile_seller: HostileSeller,
+    funded_wallet: FundedWallet,
+) -> None:
+    """x402 v1: the challenge in the 402's JSON body, each offer naming its resource, `X-PAYMENT`."""
+    pin_payee(sqlite_db, url=hostile_seller.url("/"), pay_to=hostile_seller.pay_to)
+    extra = chain_environ(rpc_url=anvil.rpc_url, token_address=test_usdc.address)
+    path = hostile_seller.path("v1")
+    url = hostile_seller.url(path)
+    async with httpx.AsyncClient(timeout=30) as http:
+        asked = await http.get(url)
+    assert asked.status_code == 402
+    required = asked.json()
+    before = test_usdc.balance_of(hostile_seller.pay_to)
+    with serve(sqlite_db.url, extra=extra) as v1_server:
+        setup = agent_for(v1_server, sqlite_db, funded_wallet)
+        as_received = {"url": url, "accepts": required["accepts"], "x402Version": 1}
+        async with mcp_client(v1_server.mcp_url, setup.token) as client:
+            elsewhere = {**required["accepts"][0], "resource": hostile_seller.url(hostile_seller.path("v1"))}
+            refused = error_of(await client.call_tool("pay_x402", {**as_received, "accepts": [elsewhere]}))
+            assert (refused["code"], refused["mismatch"]) == ("challenge_mismatch", "resource")
+            signed = structured(await client.call_tool("pay_x402", as_received))
+            assert (signed["status"], signed["headerName"], signed["x402Version"]) == (
+                "signed",
+                "X-PAYMENT",
+                1,
+            )
+            assert hostile_seller.signatures(path) == 0
+            async with httpx.AsyncClient(timeout=30) as http:
+                paid = await http.get(url, headers={"X-PAYMENT": signed["headerValue"]})
+            assert paid.status_code == 200, paid.text
+            reported = structured(
+                await client.call_tool(
+                    "report_receipt",
+                    {"intentId": signed["intentId"], "paymentResponse": paid.headers["X-PAYMENT-RESPONSE"]},
+                )
+            )
+    assert reported["status"] == "settled"
+    assert hostile_seller.signatures(path) == 1
+    assert test_usdc.balance_of(hostile_seller.pay_to) == before + PREMIUM
