@@ -403,60 +403,6 @@ class PurchaseService:
             now=self._clock.now(),
         )
 
-    async def _pay(
-        self,
-        principal: Principal,
-        agent: Agent,
-        intent: PaymentIntent,
-        wallet: Wallet,
-        challenge: Challenge,
-        selection: Selection,
-        first: SellerResponse,
-        request: FetchPaidInput,
-        deadline: float,
-    ) -> PaidOutcome:
-        signed = await self.sign(principal, intent, wallet, selection, request.max_amount_usd)
-        authorization, signature = signed.authorization, signed.signature
-        identifier = payment_identifier(intent.id) if declaration(challenge) is not None else None
-
-        header_name, header_value = payment_header(
-            challenge, selection, authorization, signature, identifier=identifier
-        )
-        intent = await self.submit(principal, agent, intent.id, wallet=wallet, selection=selection)
-        # Exactly the request that was asked to pay (after redirects: the last hop's), now paid.
-        asked = first.request
-        paid_request = SellerRequest(
-            asked.method, first.url, {**asked.headers, header_name: header_value}, asked.body
-        )
-        try:
-            # Once, to the URL that asked, at the address that asked: never a redirect, never a retry.
-            response = await self._send_paid(paid_request, deadline=deadline, pin=first.peer)
-        except ResponseLost as exc:
-            await self._db.run(
-                self._update,
-                principal,
-                intent.id,
-                IntentStatus.SUBMITTED,
-                "payment.outcome_unknown",
-                failure_code="answer_lost",
-            )
-            raise PaymentOutcomeUnknown(intentId=intent.id, idempotencyKey=intent.idempotency_key) from exc
-        except PaywardenError as exc:
-            # Refused before a byte was written (unreachable, blocked, out of time): the signed
-            # authorisation never left this process, so it can never move money.
-            await self._db.run(
-                self._update,
-                principal,
-                intent.id,
-                IntentStatus.FAILED,
-                "payment.failed",
-                failure_code=exc.code,
-            )
-            raise
-        return await self._record_answer(
-            principal, intent, response, challenge, identified=identifier is not None
-        )
-
     async def sign(
         self,
         principal: Principal,
@@ -527,6 +473,60 @@ class PurchaseService:
             amount=intent.amount_atomic,
         )
         return intent
+
+    async def _pay(
+        self,
+        principal: Principal,
+        agent: Agent,
+        intent: PaymentIntent,
+        wallet: Wallet,
+        challenge: Challenge,
+        selection: Selection,
+        first: SellerResponse,
+        request: FetchPaidInput,
+        deadline: float,
+    ) -> PaidOutcome:
+        signed = await self.sign(principal, intent, wallet, selection, request.max_amount_usd)
+        authorization, signature = signed.authorization, signed.signature
+        identifier = payment_identifier(intent.id) if declaration(challenge) is not None else None
+
+        header_name, header_value = payment_header(
+            challenge, selection, authorization, signature, identifier=identifier
+        )
+        intent = await self.submit(principal, agent, intent.id, wallet=wallet, selection=selection)
+        # Exactly the request that was asked to pay (after redirects: the last hop's), now paid.
+        asked = first.request
+        paid_request = SellerRequest(
+            asked.method, first.url, {**asked.headers, header_name: header_value}, asked.body
+        )
+        try:
+            # Once, to the URL that asked, at the address that asked: never a redirect, never a retry.
+            response = await self._send_paid(paid_request, deadline=deadline, pin=first.peer)
+        except ResponseLost as exc:
+            await self._db.run(
+                self._update,
+                principal,
+                intent.id,
+                IntentStatus.SUBMITTED,
+                "payment.outcome_unknown",
+                failure_code="answer_lost",
+            )
+            raise PaymentOutcomeUnknown(intentId=intent.id, idempotencyKey=intent.idempotency_key) from exc
+        except PaywardenError as exc:
+            # Refused before a byte was written (unreachable, blocked, out of time): the signed
+            # authorisation never left this process, so it can never move money.
+            await self._db.run(
+                self._update,
+                principal,
+                intent.id,
+                IntentStatus.FAILED,
+                "payment.failed",
+                failure_code=exc.code,
+            )
+            raise
+        return await self._record_answer(
+            principal, intent, response, challenge, identified=identifier is not None
+        )
 
     def _record_refusal(
         self, session: Session, principal: Principal, intent_id: str, wallet: Wallet, refused: SignRefused
