@@ -1,5 +1,5 @@
 """The payment-identifier extension, buyer side: the signed payment carries the intent's identifier
-exactly where the x402 SDK's own server-side helpers look for it, only when the seller declared
+exactly where the x402 SDK's own server-side functions look for it, only when the seller declared
 the extension, and its echo of the declaration passes the SDK's echo check."""
 
 from __future__ import annotations
