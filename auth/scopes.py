@@ -9,7 +9,7 @@ from types import MappingProxyType
 
 class Scope(StrEnum):
     PAYMENTS_READ = "payments:read"  # get_budget, list_payments, get_approval_status, quote_payment
-    PAYMENTS_WRITE = "payments:write"  # fetch_paid
+    PAYMENTS_WRITE = "payments:write"  # fetch_paid, pay_x402, report_receipt
     CATALOG_READ = "catalog:read"  # search_paid_apis, diagnose_payment
     RULES_PROPOSE = "rules:propose"  # propose_rule
     POLICY_REQUEST = "policy:request"  # request_policy_change, get_policy_change_status
@@ -40,6 +40,8 @@ TOOL_SCOPES: Mapping[str, frozenset[Scope]] = MappingProxyType(
         "get_approval_status": frozenset({Scope.PAYMENTS_READ}),
         "quote_payment": frozenset({Scope.PAYMENTS_READ}),
         "fetch_paid": frozenset({Scope.PAYMENTS_WRITE}),
+        "pay_x402": frozenset({Scope.PAYMENTS_WRITE}),
+        "report_receipt": frozenset({Scope.PAYMENTS_WRITE}),
         "search_paid_apis": frozenset({Scope.CATALOG_READ}),
         "diagnose_payment": frozenset({Scope.CATALOG_READ}),
         "propose_rule": frozenset({Scope.RULES_PROPOSE}),

@@ -23,6 +23,7 @@ from server.jobs.runner import Job
 from server.kit.clock import Clock, SystemClock
 from server.kit.db import Database
 from server.kit.stopping import Stopping
+from server.payments.handover import HandOverService
 from server.payments.preflight.diagnosis import DiagnosisService
 from server.payments.preflight.quote import QuoteService
 from server.payments.purchase import PurchaseService
@@ -41,6 +42,7 @@ class Services:
     sellers: SellerClient
     chain: ChainService
     purchases: PurchaseService
+    handovers: HandOverService
     quotes: QuoteService
     oauth: OAuthConfig
     client_documents: ClientDocuments
@@ -138,6 +140,7 @@ def build_services(
         sellers=sellers,
         chain=chain,
         purchases=purchases,
+        handovers=HandOverService(db=db, master=settings.master, purchases=purchases, clock=clock),
         quotes=QuoteService(db=db, settings=settings, sellers=sellers, clock=clock),
         oauth=oauth_config(settings),
         client_documents=ClientDocuments(

@@ -145,6 +145,13 @@ class WalletMode(StrEnum):
     CDP = "cdp"
 
 
+class PaymentSender(StrEnum):
+    """Who sends a signed payment to the seller."""
+
+    PAYWARDEN = "paywarden"  # fetch_paid: Paywarden sends it and reads the seller's answer
+    AGENT = "agent"  # pay_x402: the agent's own HTTP client sends the header Paywarden handed it
+
+
 class TokenKind(StrEnum):
     ACCESS = "access"
     REFRESH = "refresh"

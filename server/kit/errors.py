@@ -77,6 +77,11 @@ class InputReason(StrEnum):
     APPROVAL_STATE_MISMATCH = "approval_state_mismatch"
     INVALID_DECISION = "invalid_decision"
     INVALID_NOTE = "invalid_note"
+    INVALID_X402_VERSION = "invalid_x402_version"
+    INVALID_ACCEPTS = "invalid_accepts"
+    INVALID_RESOURCE = "invalid_resource"
+    INVALID_PAYMENT_RESPONSE = "invalid_payment_response"
+    PAYMENT_REFERENCE = "payment_reference"
 
     @property
     def sentence(self) -> str:
@@ -148,11 +153,24 @@ _SENTENCES: dict[InputReason, str] = {
     InputReason.INVALID_WALLET: "The wallet must be an address: 0x and 40 hex digits.",
     InputReason.INVALID_APPROVAL_STATE: (
         "The requestState is not one this server issued to this agent for this tool, or it expired. "
-        "Call fetch_paid again without it."
+        "Call the tool again without it."
     ),
+    InputReason.INVALID_X402_VERSION: "x402Version must be 1 or 2, as the 402 said.",
+    InputReason.INVALID_ACCEPTS: (
+        "accepts must be the 402's list of 1 to 64 offers (JSON objects) as received, at most 64 KiB."
+    ),
+    InputReason.INVALID_RESOURCE: (
+        "resource must be the x402 v2 402's resource object with its url, as received; an x402 v1 402 "
+        "has none."
+    ),
+    InputReason.INVALID_PAYMENT_RESPONSE: (
+        "paymentResponse must be the seller's PAYMENT-RESPONSE header as received: 1 to 4096 printable "
+        "characters."
+    ),
+    InputReason.PAYMENT_REFERENCE: "Name the payment by exactly one of idempotencyKey or intentId.",
     InputReason.APPROVAL_STATE_MISMATCH: (
         "The retry's arguments differ from the call that asked for approval. Retry with exactly the same "
-        "arguments, or call fetch_paid without requestState to start a new purchase."
+        "arguments, or call the tool without requestState to start a new purchase."
     ),
 }
 

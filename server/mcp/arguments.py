@@ -68,6 +68,29 @@ def text_or_none(value: str | NotText) -> str | NotText | None:
     return None if value is ABSENT else value
 
 
+def paid_request(
+    *,
+    url: Any,
+    method: Any,
+    headers: Any,
+    body: str | NotText,
+    idempotency_key: Any,
+    max_amount_usd: Any,
+    origin: Any,
+) -> dict[str, Any]:
+    """A paid request's arguments (fetch_paid's, and pay_x402's request) as validation reads them,
+    by the names the agent sent them under."""
+    return {
+        "url": url,
+        "method": method,
+        "headers": headers,
+        "body": text_or_none(body),
+        "idempotencyKey": idempotency_key,
+        "maxAmountUsd": max_amount_usd,
+        "origin": origin,
+    }
+
+
 def _text_as_sent(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
     return handler(value) if isinstance(value, str) else NOT_TEXT
 

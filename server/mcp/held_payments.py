@@ -1,5 +1,5 @@
-"""fetch_paid when a payment is held for a person: offer the approval page through the MCP client,
-and let the same call pay once the person approved in time.
+"""fetch_paid and pay_x402 when a payment is held for a person: offer the approval page through the
+MCP client, and let the same call pay once the person approved in time.
 
 How the page is offered depends on what the client can do:
 
@@ -25,8 +25,9 @@ break-glass command line) decides.
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass, replace
-from typing import Any
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol, Self, TypeVar
 
 import anyio
 from mcp.server.mcpserver import Context
@@ -47,16 +48,25 @@ from server.mcp.elicitation import (
     notify_complete,
     while_connected,
 )
-from server.payments.inputs import FetchPaidInput
-from server.payments.results import FreeOutcome, PaidOutcome, PendingOutcome
+from server.payments.inputs import FetchPaidInput, PayX402Input
+from server.payments.results import FreeOutcome, PaidOutcome, PendingOutcome, SignedOutcome
 from server.vocabulary import ApprovalPrompt, ApprovalStatus
 
-TOOL = "fetch_paid"
 # Fixed words of ours: the page shows what will be paid, so nothing a seller wrote goes here.
 PROMPT_MESSAGE = (
     "A payment by your agent needs your approval. Open the Paywarden approval page to see exactly "
     "what would be paid, and approve or deny it there with your passkey."
 )
+
+
+class Purchase(Protocol):
+    """A paid call's input: retried, once a person decided, as the purchase its key names."""
+
+    def with_key(self, key: str) -> Self: ...
+
+
+Q = TypeVar("Q", bound=Purchase)
+Out = TypeVar("Out")
 
 
 @dataclass(frozen=True)
@@ -68,6 +78,7 @@ class HeldOutcome:
 
 
 Outcome = FreeOutcome | PaidOutcome | HeldOutcome | InputRequiredResult
+Handover = SignedOutcome | HeldOutcome | InputRequiredResult
 
 
 class HeldPayments(PageOffers):
@@ -76,16 +87,44 @@ class HeldPayments(PageOffers):
     ) -> Outcome:
         """The purchase, with the approval page offered and waited for when it is held.
         `arguments` are the call's arguments as the client sent them (what a state is bound to)."""
+        return await self.call(
+            ctx,
+            principal,
+            request,
+            arguments,
+            tool="fetch_paid",
+            purchase=self._services.purchases.fetch_paid,
+        )
+
+    async def pay_x402(
+        self, ctx: Context[Any, Any], principal: Principal, given: PayX402Input, arguments: dict[str, Any]
+    ) -> Handover:
+        """The signed payment handed to the agent, with the approval page offered as for fetch_paid."""
+        return await self.call(
+            ctx, principal, given, arguments, tool="pay_x402", purchase=self._services.handovers.pay_x402
+        )
+
+    async def call(
+        self,
+        ctx: Context[Any, Any],
+        principal: Principal,
+        request: Q,
+        arguments: dict[str, Any],
+        *,
+        tool: str,
+        purchase: Callable[[Principal, Q], Awaitable[Out | PendingOutcome]],
+    ) -> Out | HeldOutcome | InputRequiredResult:
+        """`purchase`, offering and waiting for the approval page when it is held."""
         modern = is_modern(ctx)
         if modern and ctx.request_state is not None:
-            return await self._continue(ctx, principal, request, arguments)
-        outcome = await self._services.purchases.fetch_paid(principal, request)
+            return await self._continue(ctx, principal, request, arguments, tool=tool, purchase=purchase)
+        outcome = await purchase(principal, request)
         if not isinstance(outcome, PendingOutcome):
             return outcome
         if not declares_url_elicitation(ctx):
             return HeldOutcome(outcome, ApprovalPrompt.NOT_SUPPORTED)
         if modern:
-            return self._input_required(principal, outcome, arguments)
+            return self._input_required(principal, outcome, arguments, tool=tool)
         # One limit for the whole call: the client's answer to the elicitation, then the wait.
         deadline = anyio.current_time() + self._wait_s
         elicitation_id = secrets.token_urlsafe(16)
@@ -104,7 +143,9 @@ class HeldPayments(PageOffers):
             return HeldOutcome(outcome, prompt)
         left = deadline - anyio.current_time()
         try:
-            result = await self._wait_then_retry(ctx, principal, request, outcome, prompt, timeout_s=left)
+            result = await self._wait_then_retry(
+                ctx, principal, request, outcome, prompt, timeout_s=left, purchase=purchase
+            )
         except PaywardenError:
             # Decided or expired, then refused (approval_denied, approval_expired, ...): the
             # page's part is over all the same, and the client may close its prompt.
@@ -115,31 +156,40 @@ class HeldPayments(PageOffers):
         return result
 
     async def _continue(
-        self, ctx: Context[Any, Any], principal: Principal, request: FetchPaidInput, arguments: dict[str, Any]
-    ) -> Outcome:
+        self,
+        ctx: Context[Any, Any],
+        principal: Principal,
+        request: Q,
+        arguments: dict[str, Any],
+        *,
+        tool: str,
+        purchase: Callable[[Principal, Q], Awaitable[Out | PendingOutcome]],
+    ) -> Out | HeldOutcome:
         state = self._sealer.open(
             ctx.request_state,
             principal=principal,
-            tool=TOOL,
+            tool=tool,
             arguments=arguments,
             now=self._services.clock.now(),
         )
-        request = replace(request, idempotency_key=state.idempotency_key)
-        outcome = await self._services.purchases.fetch_paid(principal, request)
+        request = request.with_key(state.idempotency_key)
+        outcome = await purchase(principal, request)
         if not isinstance(outcome, PendingOutcome):
             return outcome
         prompt = answer_of(ctx)
-        return await self._wait_then_retry(ctx, principal, request, outcome, prompt, timeout_s=self._wait_s)
+        return await self._wait_then_retry(
+            ctx, principal, request, outcome, prompt, timeout_s=self._wait_s, purchase=purchase
+        )
 
     def _input_required(
-        self, principal: Principal, outcome: PendingOutcome, arguments: dict[str, Any]
+        self, principal: Principal, outcome: PendingOutcome, arguments: dict[str, Any], *, tool: str
     ) -> InputRequiredResult:
         approval = outcome.approval
         state = ApprovalState(approval.id, outcome.intent.idempotency_key, INPUT_KEY)
         sealed = self._sealer.seal(
             state,
             principal=principal,
-            tool=TOOL,
+            tool=tool,
             arguments=arguments,
             expires_at=state_expiry(approval.expires_at, RETRY_WINDOW),
         )
@@ -150,12 +200,13 @@ class HeldPayments(PageOffers):
         self,
         ctx: Context[Any, Any],
         principal: Principal,
-        request: FetchPaidInput,
+        request: Q,
         held: PendingOutcome,
         prompt: ApprovalPrompt,
         *,
         timeout_s: float,
-    ) -> Outcome:
+        purchase: Callable[[Principal, Q], Awaitable[Out | PendingOutcome]],
+    ) -> Out | HeldOutcome:
         """Wait for the person only if they agreed to open the page; once the approval is decided,
         the retry with the held payment's key pays it or says why not."""
         if prompt != ApprovalPrompt.ACCEPTED or timeout_s <= 0 or self._services.stopping.begun:
@@ -172,6 +223,5 @@ class HeldPayments(PageOffers):
         status = await while_connected(ctx, self._services.stopping, waiting, ApprovalStatus.PENDING)
         if status == ApprovalStatus.PENDING:
             return HeldOutcome(held, prompt)
-        keyed = replace(request, idempotency_key=held.intent.idempotency_key)
-        outcome = await self._services.purchases.fetch_paid(principal, keyed)
+        outcome = await purchase(principal, request.with_key(held.intent.idempotency_key))
         return HeldOutcome(outcome, prompt) if isinstance(outcome, PendingOutcome) else outcome

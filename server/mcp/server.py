@@ -16,8 +16,10 @@ from server.mcp.tools import (
     get_budget,
     get_policy_change_status,
     list_payments,
+    pay_x402,
     propose_rule,
     quote_payment,
+    report_receipt,
     request_policy_change,
     search_paid_apis,
 )
@@ -26,7 +28,8 @@ from server.services import Services
 INSTRUCTIONS = (
     "Paywarden pays x402 APIs for this agent under a spending policy set by humans. Call get_budget "
     "before paying; use search_paid_apis to find an API this agent may pay, quote_payment to see what "
-    "a URL would cost and whether it would be allowed, and fetch_paid to request a paid URL. A "
+    "a URL would cost and whether it would be allowed, and fetch_paid to request a paid URL (or, when "
+    "the client makes the request itself, pay_x402 for the header to send, then report_receipt). A "
     "pending_approval result needs a human: give the user approvalUrl as a plain link and poll "
     "get_approval_status. "
     "When a payment fails, diagnose_payment says why. When the policy refuses something the user "
@@ -52,6 +55,8 @@ TOOL_MODULES: tuple[ToolModule, ...] = (
     quote_payment,
     search_paid_apis,
     diagnose_payment,
+    pay_x402,
+    report_receipt,
     request_policy_change,
     get_policy_change_status,
 )

@@ -23,6 +23,7 @@ from server.vocabulary import (
     IntentStatus,
     NotificationStatus,
     Origin,
+    PaymentSender,
     PayToMode,
     PendingChangeKind,
     PolicyChangeStatus,
@@ -491,6 +492,15 @@ class PaymentIntent(SQLModel, table=True):
     body_truncated: bool | None = None
     content_type: str | None = Field(default=None, max_length=80)
     payment_response: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    # Who sent the signed payment (pay_x402 hands it to the agent), and, for the agent, the header
+    # it was handed: sealed with the master key, so a replay with the same key hands over the same
+    # header and nothing is signed twice.
+    sent_by: PaymentSender = Field(
+        default=PaymentSender.PAYWARDEN,
+        sa_column=Column(EnumColumn(PaymentSender, 10), nullable=False, server_default="paywarden"),
+    )
+    payment_header_sealed: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
+    payment_header_key_id: str | None = Field(default=None, max_length=16)  # the master key it is sealed with
 
 
 class SellerCircuit(SQLModel, table=True):

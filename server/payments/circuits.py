@@ -20,7 +20,7 @@ from server.kit.ids import new_id
 from server.models import PaymentIntent, SellerCircuit
 from server.payments.errors import CircuitNotFound
 from server.payments.repository import SERVED, UNDELIVERED_CODES, CircuitRepository
-from server.vocabulary import IntentStatus
+from server.vocabulary import IntentStatus, PaymentSender
 
 OPEN_FOR = timedelta(days=7)
 REASON = "seller_circuit_open"
@@ -28,6 +28,8 @@ REASON = "seller_circuit_open"
 
 def undelivered(intent: PaymentIntent) -> bool:
     """The same judgement as the repository's count, on one row."""
+    if intent.sent_by != PaymentSender.PAYWARDEN:
+        return False
     if intent.status in (IntentStatus.FAILED, IntentStatus.EXPIRED):
         return intent.failure_code in UNDELIVERED_CODES
     if intent.status in SERVED:

@@ -131,6 +131,30 @@ class PaymentOutcomeUnknown(SellerFailure):
     )
 
 
+class PaymentIdentifierConflict(SellerFailure):
+    code = "payment_identifier_conflict"
+    message = (
+        "The seller answered that this payment's identifier was already used for a different payment "
+        "(409 Conflict) and did not serve the resource. It is not retried; check list_payments."
+    )
+
+
+class ChallengeMismatch(PaywardenError):
+    code = "challenge_mismatch"
+    message = (
+        "The seller's 402 for this request, fetched again by Paywarden, does not name the terms you sent "
+        "(mismatch says which), so nothing was signed. Request the URL again and pass its 402 as received."
+    )
+
+
+class ReceiptNotAccepted(PaywardenError):
+    code = "receipt_not_accepted"
+    message = (
+        "Only a payment whose signed header pay_x402 handed to you takes a receipt from you: this one was "
+        "sent by Paywarden itself, or never left. Nothing was recorded."
+    )
+
+
 class ControlPlaneUnavailable(PaywardenError):
     code = "control_plane_unavailable"
     message = "The agent's policy or allowed hosts could not be loaded, so nothing was requested."
@@ -176,6 +200,11 @@ NEVER_SENT_FAILURES = frozenset(
         "invalid_input",
     }
 )
+
+
+# Failure codes of payments the seller refused after the signed authorisation reached it: one it
+# collects all the same was settled after a refusal.
+REFUSED_BY_SELLER = frozenset({"payment_rejected_by_seller", "payment_identifier_conflict"})
 
 
 class CircuitNotFound(PaywardenError):

@@ -24,5 +24,12 @@ def request_fingerprint(request: FetchPaidInput) -> str:
     return _digest(canonical(document).encode())
 
 
+def handover_fingerprint(request: FetchPaidInput) -> str:
+    """pay_x402's purchase: the same request, told apart from fetch_paid's, so a key of one tool is
+    `idempotency_key_reused` for the other (one is paid by Paywarden, the other handed over)."""
+    document = {"sentBy": "agent", "request": request_fingerprint(request)}
+    return _digest(canonical(document).encode())
+
+
 def new_idempotency_key() -> str:
     return "pw-" + secrets.token_hex(12)

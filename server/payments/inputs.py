@@ -4,19 +4,21 @@ stable `reason`; nothing here touches the network or the database.
 
 from __future__ import annotations
 
+import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
 from urllib.parse import urlsplit
 
-from server.kit.credentials import contains_credential
+from server.kit.credentials import contains_credential, contains_paywarden_secret
 from server.kit.errors import InputReason, InvalidInput
 from server.kit.money import AmountError, parse_usd
 from server.sellers.addresses import AddressPolicy, IPAddress, parse_ip_literal
 from server.sellers.urls import InvalidHostName, Target, canonical_host, parse_target
 from server.vocabulary import Origin
-from server.x402.headers import PAYMENT_HEADERS
+from server.x402.challenge import Challenge, ChallengeError, parse_challenge_document
+from server.x402.headers import MAX_HEADER_BYTES, PAYMENT_HEADERS
 
 MAX_HEADERS = 32
 MAX_BODY_BYTES = 256 * 1024
@@ -66,6 +68,38 @@ class FetchPaidInput:
     @property
     def path(self) -> str:
         return self.target.path
+
+    def with_key(self, key: str) -> FetchPaidInput:
+        """The same request, naming the purchase `key` (a held payment's retry)."""
+        return replace(self, idempotency_key=key)
+
+
+@dataclass(frozen=True)
+class PayX402Input:
+    """pay_x402's input: the request as fetch_paid takes it, and the agent's copy of its 402."""
+
+    request: FetchPaidInput
+    claimed: Challenge  # what the agent says the seller answered: compared, never paid
+
+    @property
+    def idempotency_key(self) -> str | None:
+        return self.request.idempotency_key
+
+    @property
+    def host(self) -> str:
+        return self.request.host
+
+    def with_key(self, key: str) -> PayX402Input:
+        return replace(self, request=self.request.with_key(key))
+
+
+@dataclass(frozen=True)
+class ReceiptReport:
+    """report_receipt's input: one payment, named by its key or its id, and the seller's header."""
+
+    idempotency_key: str | None
+    intent_id: str | None
+    payment_response: str
 
 
 def _is_loopback(host: str, literal: IPAddress | None) -> bool:
@@ -185,3 +219,67 @@ def validate_quote_payment(
     return validate_fetch_paid(
         arguments, bearer=bearer, public_host=public_host, allow_private_hosts=allow_private_hosts
     )
+
+
+MAX_CHALLENGE_OFFERS = 64
+MAX_PAYMENT_RESPONSE_CHARS = 4096
+_INTENT_ID = re.compile(r"^pi_[A-Za-z0-9_-]{1,37}$")
+_PRINTABLE = re.compile(r"^[\x20-\x7e]+$")
+
+
+def validate_pay_x402(
+    arguments: dict[str, Any], *, bearer: str | None, public_host: str, allow_private_hosts: bool
+) -> PayX402Input:
+    """pay_x402's input: fetch_paid's, and the 402 the agent received (its `accepts` as received,
+    `x402Version`, and for v2 its `resource`), read as Paywarden reads a seller's."""
+    request = validate_fetch_paid(
+        arguments, bearer=bearer, public_host=public_host, allow_private_hosts=allow_private_hosts
+    )
+    version = arguments.get("x402Version")
+    if type(version) is not int or version not in (1, 2):  # `True == 1` in Python
+        raise InvalidInput(InputReason.INVALID_X402_VERSION)
+    accepts = arguments.get("accepts")
+    if (
+        not isinstance(accepts, list)
+        or not 1 <= len(accepts) <= MAX_CHALLENGE_OFFERS
+        or not all(isinstance(entry, dict) for entry in accepts)
+        or len(json.dumps(accepts)) > MAX_HEADER_BYTES
+    ):
+        raise InvalidInput(InputReason.INVALID_ACCEPTS)
+    resource = arguments.get("resource")
+    if version == 2 and not (
+        isinstance(resource, dict)
+        and isinstance(resource.get("url"), str)
+        and len(json.dumps(resource)) <= MAX_HEADER_BYTES
+    ):
+        raise InvalidInput(InputReason.INVALID_RESOURCE)
+    if version == 1 and resource is not None:
+        raise InvalidInput(InputReason.INVALID_RESOURCE)
+    document = {"x402Version": version, "accepts": accepts, "resource": resource}
+    try:
+        claimed = parse_challenge_document(document, expected_version=version)
+    except ChallengeError as exc:  # cannot happen after the checks above; refused all the same
+        raise InvalidInput(InputReason.INVALID_ACCEPTS) from exc
+    return PayX402Input(request=request, claimed=claimed)
+
+
+def validate_report_receipt(arguments: dict[str, Any], *, bearer: str | None) -> ReceiptReport:
+    key, intent_id = arguments.get("idempotencyKey"), arguments.get("intentId")
+    if (key is None) == (intent_id is None):
+        raise InvalidInput(InputReason.PAYMENT_REFERENCE)
+    if key is not None and (not isinstance(key, str) or not _IDEMPOTENCY_KEY.match(key)):
+        raise InvalidInput(InputReason.INVALID_IDEMPOTENCY_KEY)
+    if intent_id is not None and (not isinstance(intent_id, str) or not _INTENT_ID.match(intent_id)):
+        raise InvalidInput(InputReason.PAYMENT_REFERENCE)
+    header = arguments.get("paymentResponse")
+    if (
+        not isinstance(header, str)
+        or len(header) > MAX_PAYMENT_RESPONSE_CHARS
+        or not _PRINTABLE.match(header)
+    ):
+        raise InvalidInput(InputReason.INVALID_PAYMENT_RESPONSE)
+    # Kept and shown to members: none of Paywarden's own secrets. (A transaction hash, which a
+    # settlement answer may name, is shaped like a wallet key, so that shape is not refused here.)
+    if contains_paywarden_secret(header, bearer=bearer):
+        raise InvalidInput(InputReason.CONTAINS_CREDENTIAL)
+    return ReceiptReport(idempotency_key=key, intent_id=intent_id, payment_response=header)

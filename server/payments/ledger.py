@@ -446,11 +446,11 @@ def update_intent(
 
 
 def submit(
-    session: Session, principal: Principal, *, agent: Agent, intent_id: str, now: datetime
+    session: Session, principal: Principal, *, agent: Agent, intent_id: str, now: datetime, **fields: Any
 ) -> PaymentIntent:
-    """Record that the intent's signed authorization is about to leave, unless its agent was
-    disabled since the payment was reserved: then the intent fails with `agent_disabled` and the
-    caller sends nothing. Under the organisation's lock, as disabling is: a disabling commits
+    """Record that the intent's signed authorization is about to leave (with `fields`), unless its
+    agent was disabled since the payment was reserved: then the intent fails with `agent_disabled`
+    and the caller sends nothing. Under the organisation's lock, as disabling is: a disabling commits
     either before this (and nothing is sent) or after it (the payment was already on its way)."""
     lock_org(session, agent.org_id)
     if disabled_now(session, agent):
@@ -471,6 +471,7 @@ def submit(
         now=now,
         event="payment.submitted",
         submitted_at=now,
+        **fields,
     )
 
 

@@ -22,7 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
+from decimal import Decimal
+from typing import Generic, TypeVar
 
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session
@@ -45,6 +48,7 @@ from server.payments.errors import (
     IdempotencyKeyReused,
     InsufficientFunds,
     IntentNotReplayable,
+    PaymentIdentifierConflict,
     PaymentInProgress,
     PaymentNotCompleted,
     PaymentOutcomeUnknown,
@@ -72,9 +76,12 @@ from server.sellers.client import REDIRECT_STATUSES, SellerClient, SellerRequest
 from server.sellers.errors import ResponseLost
 from server.settings import Settings
 from server.signers.errors import SignerError, SignRefused
+from server.signers.intents import SignedTransfer
 from server.vocabulary import ApprovalStatus, HoldReason, IntentStatus
+from server.wallets.master_key import require_current_key
 from server.wallets.service import intent_to_sign, record_sign_refused, signer_for, transfer_request
 from server.x402.challenge import Challenge
+from server.x402.payment_identifier import CONFLICT_STATUS, declaration, payment_identifier
 from server.x402.selection import Selection
 from server.x402.transfer_authorization import payment_header
 
@@ -85,13 +92,19 @@ log = logging.getLogger(__name__)
 MIN_SECONDS_FOR_PAID_REQUEST = 1.0
 
 
+R = TypeVar("R")
+
+
 @dataclass
-class _Call:
-    """What one fetch_paid call learns besides the preflight's passage."""
+class Call(Generic[R]):
+    """What one paid call (fetch_paid, pay_x402) learns besides the preflight's passage."""
 
     key: str
+    fingerprint: str
+    # How the call answers for a key whose purchase went through (None: it did not, or not yet).
+    completed: Callable[[PaymentIntent], R | None]
     agent: Agent | None = None
-    answer: PaidOutcome | PendingOutcome | None = None  # the key already answers the call
+    answer: R | PendingOutcome | None = None  # the key already answers the call
     held: PaymentIntent | None = None  # an approved held payment, to authorise after every check
     reservation: ledger.Reservation | None = None
 
@@ -144,15 +157,54 @@ class PurchaseService:
     async def fetch_paid(
         self, principal: Principal, request: FetchPaidInput
     ) -> FreeOutcome | PaidOutcome | PendingOutcome:
-        fingerprint = request_fingerprint(request)
-        call = _Call(key=request.idempotency_key or new_idempotency_key())
+        call = Call(
+            key=request.idempotency_key or new_idempotency_key(),
+            fingerprint=request_fingerprint(request),
+            completed=self._paid_replay,
+        )
+        passage = await self.reserve(principal, request, call)
+        if call.answer is not None:
+            return call.answer
+        first, context = passage.first, passage.context
+        assert first is not None
+        assert context is not None
+        if first.status != 402:
+            return FreeOutcome(first.status, request.host, body_of(first), first.redirect_not_followed)
+        intent = await self.reserved(principal, call)
+        if not isinstance(intent, PaymentIntent):
+            return intent
+        assert context.wallet is not None
+        assert passage.offered is not None
+        offered = passage.offered
+        outcome = await self._pay(
+            principal,
+            context.agent,
+            intent,
+            context.wallet,
+            offered.challenge,
+            offered.selection,
+            first,
+            request,
+            passage.deadline,
+        )
+        await self.after_authorized(principal, context.agent, outcome.intent, request.host)
+        return outcome
+
+    async def reserve(
+        self,
+        principal: Principal,
+        request: FetchPaidInput,
+        call: Call[R],
+        *,
+        offer_check: Callable[[Challenge, Selection], None] | None = None,
+    ) -> Passage:
+        """The preflight, whose decision reserves the payment against every cap; the key's earlier
+        purchase answers instead (`call.answer`) when it has one. Raises the failed step's error."""
 
         async def before_request(context: AgentContext) -> bool:
             call.agent = context.agent
             if request.idempotency_key is not None:
-                call.answer = await self._replay(
-                    principal, context.agent, request.idempotency_key, fingerprint, call
-                )
+                call.answer = await self._replay(principal, context.agent, request.idempotency_key, call)
                 if call.answer is not None:
                     return True
             if context.wallet is not None:
@@ -176,59 +228,50 @@ class PurchaseService:
             decide=decide,
             before_request=before_request,
             key=call.key,
-            fingerprint=fingerprint,
+            fingerprint=call.fingerprint,
             min_seconds_to_pay=self._min_time_for_paid_request,
             counts_decision=True,
+            offer_check=offer_check,
         )
         passage = await self._preflight.run(request, plan)
-        if call.answer is not None:
-            return call.answer
-        if passage.error is not None:
+        if call.answer is None and passage.error is not None:
             await self._audit_failed_step(principal, request, passage)
             raise passage.error
-        first, context, reservation = passage.first, passage.context, call.reservation
-        assert first is not None
-        assert context is not None
-        if first.status != 402:
-            return FreeOutcome(first.status, request.host, body_of(first), first.redirect_not_followed)
+        return passage
+
+    async def reserved(self, principal: Principal, call: Call[R]) -> PaymentIntent | R | PendingOutcome:
+        """The intent the reservation authorised, to sign; or, when it authorised none, the call's
+        answer (the key's earlier purchase, or its hold)."""
+        reservation = call.reservation
         assert reservation is not None
-        assert context.wallet is not None
-        assert passage.offered is not None
         if reservation.kind == "existing":
             assert reservation.intent is not None
-            return await self._resume(principal, reservation.intent, fingerprint)
+            return await self.resume(principal, reservation.intent, call)
         if reservation.kind == "queue_full":
             raise ApprovalQueueFull()
         assert reservation.intent is not None
         if reservation.kind == "held":
             assert reservation.approval is not None
             return self._pending(reservation.intent, reservation.approval)
-        offered = passage.offered
-        outcome = await self._pay(
-            principal,
-            context.agent,
-            reservation.intent,
-            context.wallet,
-            offered.challenge,
-            offered.selection,
-            first,
-            request,
-            passage.deadline,
-        )
-        if HoldReason.CATALOG_NEW_HOST in outcome.intent.decision.get("coveredHolds", ()):
-            await self._db.writing(self._add_catalog_host, principal, context.agent, request.host)
-        return outcome
+        return reservation.intent
+
+    async def after_authorized(
+        self, principal: Principal, agent: Agent, intent: PaymentIntent, host: str
+    ) -> None:
+        """A host first paid through the catalog, with a person's approval, is allowed from now on."""
+        if HoldReason.CATALOG_NEW_HOST in intent.decision.get("coveredHolds", ()):
+            await self._db.writing(self._add_catalog_host, principal, agent, host)
 
     async def _replay(
-        self, principal: Principal, agent: Agent, key: str, fingerprint: str, call: _Call
-    ) -> PaidOutcome | PendingOutcome | None:
+        self, principal: Principal, agent: Agent, key: str, call: Call[R]
+    ) -> R | PendingOutcome | None:
         """The answer for a key that already names a purchase, if there is one before paying again;
         an approved held payment is kept in `call.held`: every check runs again, then it pays once."""
         existing, approval = await self._db.reading(self._find_intent, principal, agent.id, key)
         if existing is None:
             return None
-        if existing.status != IntentStatus.CREATED or existing.fingerprint != fingerprint:
-            return await self._resume(principal, existing, fingerprint)
+        if existing.status != IntentStatus.CREATED or existing.fingerprint != call.fingerprint:
+            return await self.resume(principal, existing, call)
         assert approval is not None
         if approvals.effective_status(approval, self._clock.now()) != ApprovalStatus.APPROVED:
             approvals.raise_if_closed(approval, self._clock.now())
@@ -360,25 +403,23 @@ class PurchaseService:
             now=self._clock.now(),
         )
 
-    async def _pay(
+    async def sign(
         self,
         principal: Principal,
-        agent: Agent,
         intent: PaymentIntent,
         wallet: Wallet,
-        challenge: Challenge,
         selection: Selection,
-        first: SellerResponse,
-        request: FetchPaidInput,
-        deadline: float,
-    ) -> PaidOutcome:
+        max_amount_usd: Decimal | None,
+    ) -> SignedTransfer:
+        """The wallet's signature of the authorised intent; a refusal or failure fails the intent
+        (nothing was signed) and raises."""
         try:
             signer = signer_for(
                 wallet, self._settings.master, usdc_by_network=self._settings.assets, clock=self._clock
             )
             # Checked again against what is signed (the intent's amount, which the signer holds
             # the offer to), not only against the offer.
-            check_max(intent.amount_atomic, request.max_amount_usd)
+            check_max(intent.amount_atomic, max_amount_usd)
             signed = await signer.sign_payment(intent_to_sign(intent), transfer_request(selection))
         except SignRefused as refused:
             await self._db.writing(self._record_refusal, principal, intent.id, wallet, refused)
@@ -405,10 +446,23 @@ class PurchaseService:
                 failure_code="amount_exceeds_max",
             )
             raise
-        authorization, signature = signed.authorization, signed.signature
+        return signed
 
-        header_name, header_value = payment_header(challenge, selection, authorization, signature)
-        intent = await self._db.run(self._submit, principal, agent, intent.id)
+    async def submit(
+        self,
+        principal: Principal,
+        agent: Agent,
+        intent_id: str,
+        *,
+        wallet: Wallet,
+        selection: Selection,
+        sealed_with: str | None = None,
+        **fields: object,
+    ) -> PaymentIntent:
+        """Record, durably, that the signed payment leaves now (with `fields`, holding a value sealed
+        with the master key `sealed_with` names, if any); raise AgentDisabled instead when the agent
+        was disabled since the reservation: then nothing leaves."""
+        intent = await self._db.run(self._submit, principal, agent, intent_id, sealed_with, **fields)
         if intent.status == IntentStatus.FAILED:
             # Disabled since the reservation: the signed authorisation never leaves this process.
             raise AgentDisabled(intentId=intent.id)
@@ -418,6 +472,28 @@ class PurchaseService:
             owner=wallet.address,
             amount=intent.amount_atomic,
         )
+        return intent
+
+    async def _pay(
+        self,
+        principal: Principal,
+        agent: Agent,
+        intent: PaymentIntent,
+        wallet: Wallet,
+        challenge: Challenge,
+        selection: Selection,
+        first: SellerResponse,
+        request: FetchPaidInput,
+        deadline: float,
+    ) -> PaidOutcome:
+        signed = await self.sign(principal, intent, wallet, selection, request.max_amount_usd)
+        authorization, signature = signed.authorization, signed.signature
+        identifier = payment_identifier(intent.id) if declaration(challenge) is not None else None
+
+        header_name, header_value = payment_header(
+            challenge, selection, authorization, signature, identifier=identifier
+        )
+        intent = await self.submit(principal, agent, intent.id, wallet=wallet, selection=selection)
         # Exactly the request that was asked to pay (after redirects: the last hop's), now paid.
         asked = first.request
         paid_request = SellerRequest(
@@ -448,7 +524,9 @@ class PurchaseService:
                 failure_code=exc.code,
             )
             raise
-        return await self._record_answer(principal, intent, response, challenge)
+        return await self._record_answer(
+            principal, intent, response, challenge, identified=identifier is not None
+        )
 
     def _record_refusal(
         self, session: Session, principal: Principal, intent_id: str, wallet: Wallet, refused: SignRefused
@@ -477,7 +555,13 @@ class PurchaseService:
         raise ResponseLost("the process stopped before the seller answered")
 
     async def _record_answer(
-        self, principal: Principal, intent: PaymentIntent, response: SellerResponse, challenge: Challenge
+        self,
+        principal: Principal,
+        intent: PaymentIntent,
+        response: SellerResponse,
+        challenge: Challenge,
+        *,
+        identified: bool,
     ) -> PaidOutcome:
         receipt = receipt_of(response, challenge)
         claimed = receipt.transaction if receipt else None
@@ -512,8 +596,13 @@ class PurchaseService:
             return PaidOutcome(intent, response.status, False, body_of(response), response.body_error)
 
         reason = seller_reason(receipt, response)
+        # A seller that keeps payment identifiers says 409 when it knows this one from another payment.
+        conflict = identified and response.status == CONFLICT_STATUS
         rejected = response.status == 402 or (receipt is not None and not receipt.success)
-        code = "payment_rejected_by_seller" if rejected else "payment_not_completed"
+        if conflict:
+            code = PaymentIdentifierConflict.code
+        else:
+            code = "payment_rejected_by_seller" if rejected else "payment_not_completed"
         try:
             intent = await self._db.run(
                 self._update,
@@ -531,6 +620,8 @@ class PurchaseService:
         except SQLAlchemyError:
             log.exception("could not record the failed receipt of intent %s", intent.id)
         fields = {"httpStatus": response.status, **after_payment_fields(intent)}
+        if conflict:
+            raise PaymentIdentifierConflict(seller_reason=reason, **fields)
         if rejected:
             raise PaymentRejectedBySeller(seller_reason=reason, **fields)
         redirect = response.status in REDIRECT_STATUSES or response.redirect_not_followed
@@ -572,11 +663,15 @@ class PurchaseService:
 
     # -- replays ---------------------------------------------------------------------------
 
-    async def _resume(
-        self, principal: Principal, intent: PaymentIntent, fingerprint: str
-    ) -> PaidOutcome | PendingOutcome:
+    def _paid_replay(self, intent: PaymentIntent) -> PaidOutcome | None:
+        """fetch_paid's answer for a key whose payment the seller served."""
+        if intent.status in (IntentStatus.SETTLED, IntentStatus.SETTLEMENT_PENDING):
+            return PaidOutcome(intent, intent.seller_status, True, None)
+        return None
+
+    async def resume(self, principal: Principal, intent: PaymentIntent, call: Call[R]) -> R | PendingOutcome:
         """The key already names a purchase: answer for it, never pay it again."""
-        if intent.fingerprint != fingerprint:
+        if intent.fingerprint != call.fingerprint:
             raise IdempotencyKeyReused()
         now = self._clock.now()
         if intent.status == IntentStatus.CREATED:
@@ -587,8 +682,9 @@ class PurchaseService:
         if intent.status in (IntentStatus.SUBMITTED, IntentStatus.SETTLEMENT_PENDING, IntentStatus.FAILED):
             # A seller may settle after answering badly: the chain, not the answer, decides.
             intent = await self.verify_settlement(principal, intent)
-        if intent.status in (IntentStatus.SETTLED, IntentStatus.SETTLEMENT_PENDING):
-            return PaidOutcome(intent, intent.seller_status, True, None)
+        answer = call.completed(intent)
+        if answer is not None:
+            return answer
         if intent.status in (IntentStatus.FAILED, IntentStatus.EXPIRED):
             if intent.failure_code == AgentDisabled.code:
                 # Closed when the agent was disabled (its approval denied, or approved but not
@@ -602,11 +698,17 @@ class PurchaseService:
 
     # -- writes ----------------------------------------------------------------------------
 
-    def _submit(self, principal: Principal, agent: Agent, intent_id: str) -> PaymentIntent:
+    def _submit(
+        self, principal: Principal, agent: Agent, intent_id: str, sealed_with: str | None, **fields: object
+    ) -> PaymentIntent:
         """Submitted, durably, before the signature leaves (see `_update`); or failed with
         `agent_disabled` when the agent was disabled since the reservation."""
         with self._db.write(durable=True) as session:
-            return ledger.submit(session, principal, agent=agent, intent_id=intent_id, now=self._clock.now())
+            if sealed_with is not None:
+                require_current_key(session, key_id=sealed_with)  # never sealed under a replaced key
+            return ledger.submit(
+                session, principal, agent=agent, intent_id=intent_id, now=self._clock.now(), **fields
+            )
 
     def _update(
         self, principal: Principal, intent_id: str, to: IntentStatus, event: str, **fields: object

@@ -36,7 +36,7 @@ from server.models import (
     SellerCircuit,
     Wallet,
 )
-from server.vocabulary import IntentStatus, RuleScope
+from server.vocabulary import IntentStatus, PaymentSender, RuleScope
 
 COUNTED = (
     IntentStatus.AUTHORIZED,
@@ -517,21 +517,26 @@ UNDELIVERED_CODES = (
     "payment_rejected_by_seller",
     "payment_not_completed",
     "payment_outcome_unknown",
+    "payment_identifier_conflict",
     "not_settled_before_valid_before",  # an outcome never known, and the chain shows it never settled
 )
 
 
 def _undelivered() -> Any:
-    """A payment that left and came back with nothing: failed with one of `UNDELIVERED_CODES`, or
-    served with an empty body or an error status."""
-    return or_(
-        and_(
-            col(PaymentIntent.status).in_(COUNTED_UNTIL_LAPSED),
-            col(PaymentIntent.failure_code).in_(UNDELIVERED_CODES),
-        ),
-        and_(
-            col(PaymentIntent.status).in_(SERVED),
-            or_(col(PaymentIntent.body_bytes) == 0, col(PaymentIntent.seller_status) >= 400),
+    """A payment Paywarden sent that came back with nothing: failed with one of `UNDELIVERED_CODES`,
+    or served with an empty body or an error status. A payment the agent sent itself (pay_x402)
+    never counts: what the seller answered it is the agent's to know, not Paywarden's."""
+    return and_(
+        col(PaymentIntent.sent_by) == PaymentSender.PAYWARDEN,
+        or_(
+            and_(
+                col(PaymentIntent.status).in_(COUNTED_UNTIL_LAPSED),
+                col(PaymentIntent.failure_code).in_(UNDELIVERED_CODES),
+            ),
+            and_(
+                col(PaymentIntent.status).in_(SERVED),
+                or_(col(PaymentIntent.body_bytes) == 0, col(PaymentIntent.seller_status) >= 400),
+            ),
         ),
     )
 

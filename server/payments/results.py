@@ -125,6 +125,23 @@ class PaidOutcome:
 
 
 @dataclass(frozen=True)
+class SignedOutcome:
+    """pay_x402: the payment signed under the policy and handed to the agent, whose own HTTP client
+    sends `header_name: header_value` to the seller. `identifier` is the payment-identifier it
+    carries, when the seller declared the extension."""
+
+    intent: PaymentIntent
+    header_name: str
+    header_value: str
+    replayed: bool
+    identifier: str | None
+
+    @property
+    def receipt_state(self) -> ReceiptState:
+        return receipt_state(self.intent)
+
+
+@dataclass(frozen=True)
 class PendingOutcome:
     """A payment held for a human: nothing was signed. Retry with the same key once approved."""
 

@@ -15,7 +15,7 @@ from typing import Any
 from sqlmodel import SQLModel
 
 from server.kit.crypto import SIGNER_ONLY_CONTEXT_PREFIX, MasterKey
-from server.models import Organization, PendingChange, Wallet
+from server.models import Organization, PaymentIntent, PendingChange, Wallet
 from server.signers.loading import reseal_wallet_key
 
 AUDIT_CHAIN_KEY = "audit-chain-key"  # the sealed secret holding the audit chain's key
@@ -27,6 +27,10 @@ def webhook_context(org_id: str) -> str:
 
 def pending_result_context(change_id: str) -> str:
     return f"paywarden/pending-change-result/v1/{change_id}"
+
+
+def payment_header_context(intent_id: str) -> str:
+    return f"paywarden/payment-header/v1/{intent_id}"
 
 
 def secret_context(name: str) -> str:
@@ -84,5 +88,12 @@ SEALED_COLUMNS: tuple[SealedColumn, ...] = (
         "result_key_id",
         lambda row: pending_result_context(row.id),
         "pending change results",
+    ),
+    SealedColumn(
+        PaymentIntent,
+        "payment_header_sealed",
+        "payment_header_key_id",
+        lambda row: payment_header_context(row.id),
+        "payment headers handed to agents",
     ),
 )

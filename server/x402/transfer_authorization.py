@@ -15,6 +15,7 @@ from eth_hash.auto import keccak
 
 from server.x402.challenge import Challenge
 from server.x402.headers import PAYMENT_SIGNATURE, X_PAYMENT
+from server.x402.payment_identifier import payload_extensions
 from server.x402.selection import Selection
 
 MAX_WINDOW_SECONDS = 300
@@ -129,9 +130,15 @@ def transfer_typed_data(
 
 
 def encode_payment_signature(
-    challenge: Challenge, selection: Selection, authorization: TransferAuthorization, signature: str
+    challenge: Challenge,
+    selection: Selection,
+    authorization: TransferAuthorization,
+    signature: str,
+    *,
+    identifier: str | None = None,
 ) -> str:
-    """The v2 `PAYMENT-SIGNATURE` value: base64 JSON echoing the seller's own offer verbatim."""
+    """The v2 `PAYMENT-SIGNATURE` value: base64 JSON echoing the seller's own offer verbatim, with
+    the payment's identifier when the seller declared the payment-identifier extension."""
     payload: dict[str, Any] = {
         "x402Version": 2,
         "accepted": selection.offer.raw,
@@ -139,6 +146,9 @@ def encode_payment_signature(
     }
     if challenge.resource is not None:
         payload["resource"] = challenge.resource
+    extensions = payload_extensions(challenge, identifier) if identifier is not None else None
+    if extensions is not None:
+        payload["extensions"] = extensions
     return base64.b64encode(json.dumps(payload, separators=(",", ":")).encode()).decode()
 
 
@@ -153,10 +163,24 @@ def encode_x_payment(selection: Selection, authorization: TransferAuthorization,
     return base64.b64encode(json.dumps(payload, separators=(",", ":")).encode()).decode()
 
 
+def payment_header_name(x402_version: int) -> str:
+    """The header that carries a signed payment in this protocol version."""
+    return X_PAYMENT if x402_version == 1 else PAYMENT_SIGNATURE
+
+
 def payment_header(
-    challenge: Challenge, selection: Selection, authorization: TransferAuthorization, signature: str
+    challenge: Challenge,
+    selection: Selection,
+    authorization: TransferAuthorization,
+    signature: str,
+    *,
+    identifier: str | None = None,
 ) -> tuple[str, str]:
-    """(header name, value) carrying the signed payment, in the challenge's own protocol version."""
+    """(header name, value) carrying the signed payment, in the challenge's own protocol version;
+    `identifier` travels only where the seller declared the payment-identifier extension (v2)."""
+    name = payment_header_name(challenge.x402_version)
     if challenge.x402_version == 1:
-        return X_PAYMENT, encode_x_payment(selection, authorization, signature)
-    return PAYMENT_SIGNATURE, encode_payment_signature(challenge, selection, authorization, signature)
+        return name, encode_x_payment(selection, authorization, signature)
+    return name, encode_payment_signature(
+        challenge, selection, authorization, signature, identifier=identifier
+    )

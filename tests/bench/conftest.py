@@ -14,6 +14,7 @@ TABLE = BenchTable()
 MODULES = (
     "test_floor",
     "test_fetch_paid_latency",
+    "test_pay_x402_latency",
     "test_call_anatomy",
     "test_decisions",
     "test_cap_race",

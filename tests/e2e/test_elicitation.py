@@ -41,6 +41,7 @@ from tests.support.elicitation import (
     eliciting_client,
 )
 from tests.support.fixtures_chain import FundedWallet
+from tests.support.handover import challenge_of, pay_args, send
 from tests.support.paywarden import RunningServer, chain_environ, error_of, serve, structured
 from tests.support.seller import Seller
 from tests.support.tenants import AgentSetup, make_agent, make_member
@@ -427,6 +428,71 @@ async def test_modern_retry_with_other_arguments_or_a_bad_state_is_refused(
             clock.advance(15 * 60 + 10 * 60 + 1)  # past the approval's TTL and the retry window
             expired = await retry(arguments, state)
             assert expired["reason"] == "invalid_approval_state"
+
+
+# -- pay_x402, held the same way ----------------------------------------------------------------
+
+
+async def test_a_held_pay_x402_is_offered_and_the_same_call_hands_over_the_header(
+    db: Database, anvil: Any, seller: Seller, test_usdc: TestToken, funded_wallet: FundedWallet
+) -> None:
+    with _server(db, anvil, test_usdc, wait_ms=20_000) as server:
+        setup, member = _agent(db, server, funded_wallet)
+        required = challenge_of(seller, "/premium")
+        elicitations = UrlElicitations("accept")
+        async with eliciting_client(
+            server.mcp_url, setup.token, mode=LEGACY, elicitations=elicitations
+        ) as client:
+
+            async def by_command_line(request: ElicitRequestURLParams) -> object:
+                return await decide(db.url, approval_id_of(request), member=member, approve=True)
+
+            result = await call_while_deciding(
+                client,
+                pay_args(seller.url("/premium"), required),
+                elicitations,
+                by_command_line,
+                tool="pay_x402",
+            )
+        signed = structured(result)
+        assert (signed["status"], signed["headerName"]) == ("signed", "PAYMENT-SIGNATURE")
+        assert elicitations.only().message == PROMPT_MESSAGE
+        assert elicitations.completed == [elicitations.only().elicitation_id]
+        before = test_usdc.balance_of(seller.pay_to)
+        assert send(seller.url("/premium"), signed).status_code == 200
+        assert test_usdc.balance_of(seller.pay_to) - before == PREMIUM
+
+
+async def test_modern_pay_x402_state_continues_only_pay_x402(
+    db: Database, anvil: Any, seller: Seller, test_usdc: TestToken, funded_wallet: FundedWallet
+) -> None:
+    with _server(db, anvil, test_usdc, wait_ms=20_000) as server:
+        setup, member = _agent(db, server, funded_wallet)
+        url = seller.url("/premium")
+        arguments = pay_args(url, challenge_of(seller, "/premium"))
+        async with eliciting_client(
+            server.mcp_url, setup.token, mode=MODERN, elicitations=UrlElicitations("accept")
+        ) as client:
+            ask, state = _input_required(
+                await client.session.call_tool("pay_x402", arguments, allow_input_required=True)
+            )
+            await decide(db.url, ask.url.rsplit("/", 1)[1], member=member, approve=True)
+            answer: dict[str, Any] = {"approval": ElicitResult(action="accept")}
+            # The state is bound to the tool it was issued for: fetch_paid cannot continue it.
+            crossed = await client.session.call_tool(
+                "fetch_paid",
+                {"url": url},
+                input_responses=answer,
+                request_state=state,
+                allow_input_required=True,
+            )
+            assert isinstance(crossed, CallToolResult)
+            assert error_of(crossed)["reason"] == "invalid_approval_state"
+            retried = await client.session.call_tool(
+                "pay_x402", arguments, input_responses=answer, request_state=state, allow_input_required=True
+            )
+            assert isinstance(retried, CallToolResult)
+        assert structured(retried)["status"] == "signed"
 
 
 async def test_a_client_that_goes_away_stops_the_wait(

@@ -28,9 +28,13 @@ from tests.support.tenants import make_agent
 
 ROOT = Path(__file__).resolve().parents[2]
 WRITERS = set(policy_service.WRITERS) | set(rulebook.WRITERS)
-# What each tool may reach: propose_rule adds restrict-only chat rules; fetch_paid adds a catalog
-# host to the allowed hosts only after a human approved and the payment went through.
-ALLOWED = {"propose_rule": {"propose_chat_rule"}, "fetch_paid": {"add_catalog_host"}}
+# What each tool may reach: propose_rule adds restrict-only chat rules; fetch_paid and pay_x402 add a
+# catalog host to the allowed hosts only after a human approved and the payment was signed.
+ALLOWED = {
+    "propose_rule": {"propose_chat_rule"},
+    "fetch_paid": {"add_catalog_host"},
+    "pay_x402": {"add_catalog_host"},
+}
 
 
 def _call_graph() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
@@ -144,6 +148,16 @@ HOSTILE: list[tuple[str, dict[str, object]]] = [
         "fetch_paid",
         {"url": "https://api.example.com/x", "origin": "user", "headers": {"X-Policy": "allow-all"}},
     ),
+    (
+        "pay_x402",
+        {
+            "url": "https://evil.example/pay",
+            "accepts": [{"scheme": "exact", "payTo": "0x" + "ee" * 20, "allowHosts": ["*"]}],
+            "x402Version": 2,
+            "resource": {"url": "https://evil.example/pay", "maxUsdPerTx": "1000000"},
+        },
+    ),
+    ("report_receipt", {"intentId": "pi_" + "0" * 20, "paymentResponse": "eyJhbGxvd0hvc3RzIjpbIioiXX0="}),
     ("propose_rule", {"kind": "limit", "limitUsd": "1000000", "window": "month"}),
     ("propose_rule", {"kind": "allow", "host": "evil.example"}),
     ("propose_rule", {"kind": "hold", "host": "evil.example"}),

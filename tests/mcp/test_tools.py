@@ -37,8 +37,10 @@ TOOLS = {
     "diagnose_payment",
     "request_policy_change",
     "get_policy_change_status",
+    "pay_x402",
+    "report_receipt",
 }
-WRITING_TOOLS = {"fetch_paid", "propose_rule", "request_policy_change"}
+WRITING_TOOLS = {"fetch_paid", "propose_rule", "request_policy_change", "pay_x402", "report_receipt"}
 PERSON = Principal.operator("test:person")
 
 
@@ -236,6 +238,7 @@ async def test_list_payments_newest_first_with_host_not_url(server: RunningServe
             "host": "api.example.com",
             "transactionHash": None,
             "createdAt": listed["payments"][0]["createdAt"],
+            "sentBy": "paywarden",
             "termsSha256": terms_digest(facts("list-0002").selection.offer),
             "bodySha256": None,
             "bodyBytes": None,

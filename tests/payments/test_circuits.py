@@ -17,7 +17,7 @@ from server.payments.circuits import clear_circuit, open_circuit
 from server.payments.errors import CircuitNotFound
 from server.payments.ledger import update_intent
 from server.payments.repository import CircuitRepository
-from server.vocabulary import IntentStatus
+from server.vocabulary import IntentStatus, PaymentSender
 from tests.support.clocks import written
 from tests.support.ledger import PAYEE, facts, reserve_now
 from tests.support.paywarden import settings_for
@@ -143,3 +143,29 @@ def test_an_agent_never_clears_a_circuit(db: Database) -> None:
     with db.write() as session, pytest.raises(CircuitNotFound):
         clear_circuit(session, as_agent, host=HOST, now=NOW)
     assert _open(db, agent) is not None
+
+
+def test_payments_an_agent_sent_itself_never_count_and_an_identifier_conflict_does(db: Database) -> None:
+    agent = _agent(db)
+    since = NOW - timedelta(hours=24)
+    # pay_x402 handed the header over: whatever came of it, the seller's answer is not Paywarden's
+    # to judge, not even a payment that lapsed unsettled (the agent may never have sent it).
+    for key in ("handed-1", "handed-2", "handed-3"):
+        _outcome(
+            db,
+            agent,
+            key,
+            NOW,
+            S.EXPIRED,
+            sent_by=PaymentSender.AGENT,
+            failure_code="not_settled_before_valid_before",
+        )
+    _outcome(db, agent, "handed-4", NOW, S.SETTLED, sent_by=PaymentSender.AGENT)  # no body, no status known
+    assert _count(db, agent, since) == 0
+    assert _open(db, agent) is None
+    # The same lapse of a payment Paywarden sent counts, and so does a seller's 409 for its identifier.
+    _outcome(db, agent, "sent-1", NOW, S.EXPIRED, failure_code="not_settled_before_valid_before")
+    _outcome(
+        db, agent, "sent-2", NOW, S.FAILED, failure_code="payment_identifier_conflict", seller_status=409
+    )
+    assert _count(db, agent, since) == 2

@@ -89,11 +89,11 @@ async def call_while_deciding(
     *,
     tool: str = "fetch_paid",
 ) -> CallToolResult:
-    """Call `tool` (fetch_paid, or request_policy_change); once the client was asked (one URL
-    elicitation), `decider` decides it while the call waits (it must not have returned when the
+    """Call `tool` (fetch_paid, pay_x402 or request_policy_change); once the client was asked (one
+    URL elicitation), `decider` decides it while the call waits (it must not have returned when the
     decision starts; it may return as soon as the decision is committed, before the decider itself
-    is done). Returns the call's result, which shows whether it saw the decision (`paid` only
-    after an approval)."""
+    is done). Returns the call's result, which shows whether it saw the decision (`paid`, or
+    `signed`, only after an approval)."""
     result: list[CallToolResult] = []
 
     async def call() -> None:

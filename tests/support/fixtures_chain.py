@@ -27,6 +27,7 @@ __all__ = [
     "fixture_anvil",
     "fixture_chain",
     "fixture_funded_wallet",
+    "fixture_identifier_seller",
     "fixture_paywarden",
     "fixture_seller",
     "fixture_test_usdc",
@@ -41,6 +42,7 @@ FUNDED_WALLET_ATOMIC = 10_000_000  # 10 USDC
 # Roles among anvil's dev accounts: keeping them apart keeps each key's nonces independent.
 DEPLOYER_ACCOUNT = 0  # deploys and mints TestUSDC
 FACILITATOR_ACCOUNT = 1  # the seller's facilitator: sends transferWithAuthorization, pays gas
+IDENTIFIER_FACILITATOR_ACCOUNT = 7  # the payment-identifier seller's facilitator
 
 
 class FundedWallet(NamedTuple):
@@ -77,6 +79,25 @@ def fixture_seller(anvil: Anvil, test_usdc: TestToken) -> Iterator[Seller]:
         pay_to=pay_to,
         facilitator_key=anvil.accounts[FACILITATOR_ACCOUNT].private_key,
         routes=SELLER_ROUTES,
+    )
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture(scope="session", name="identifier_seller")
+def fixture_identifier_seller(anvil: Anvil, test_usdc: TestToken) -> Iterator[Seller]:
+    """The same seller, declaring the x402 payment-identifier extension and keeping its record
+    (tests/support/payment_identifiers.py); its facilitator has a key of its own."""
+    pay_to, _ = fresh_wallet()
+    running = start_seller(
+        rpc_url=anvil.rpc_url,
+        token_address=test_usdc.address,
+        pay_to=pay_to,
+        facilitator_key=anvil.accounts[IDENTIFIER_FACILITATOR_ACCOUNT].private_key,
+        routes=SELLER_ROUTES,
+        payment_identifiers=True,
     )
     try:
         yield running

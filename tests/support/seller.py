@@ -25,6 +25,8 @@ from x402.http.types import PaymentOption, RouteConfig
 from x402.mechanisms.evm import FacilitatorWeb3Signer
 from x402.mechanisms.evm.exact import register_exact_evm_facilitator, register_exact_evm_server
 
+from tests.support.payment_identifiers import ConflictLayer, IdentifierLedger, declared
+
 DEFAULT_NETWORK = "eip155:84532"
 FREE_PATH = "/free"
 READY_TIMEOUT_S = 15.0
@@ -108,6 +110,8 @@ class Seller:
     counter: PaymentSignatureCounter
     _server: uvicorn.Server = field(repr=False)
     _thread: threading.Thread = field(repr=False)
+    # The payment-identifier extension's record, on a seller that declares it.
+    identifiers: IdentifierLedger | None = None
 
     def url(self, path: str) -> str:
         return self.base_url + (path if path.startswith("/") else "/" + path)
@@ -136,7 +140,14 @@ class Seller:
             self._thread.join(timeout=STOP_TIMEOUT_S)
 
 
-def route_config(*, price_atomic: int, token_address: str, pay_to: str, network: str) -> RouteConfig:
+def route_config(
+    *,
+    price_atomic: int,
+    token_address: str,
+    pay_to: str,
+    network: str,
+    extensions: dict[str, Any] | None = None,
+) -> RouteConfig:
     # An explicit amount with the EIP-712 domain: the SDK adds name/version only for the real
     # USDC addresses it knows, and without them the facilitator rejects every payment.
     price: dict[str, Any] = {
@@ -154,6 +165,7 @@ def route_config(*, price_atomic: int, token_address: str, pay_to: str, network:
         ),
         description="paywarden test seller",
         mime_type="application/json",
+        extensions=extensions,
     )
 
 
@@ -165,8 +177,10 @@ def build_app(
     facilitator_key: str,
     routes: dict[str, int],
     network: str = DEFAULT_NETWORK,
+    identifiers: IdentifierLedger | None = None,
 ) -> FastAPI:
-    """The seller's FastAPI app with the x402 middleware installed (no server started)."""
+    """The seller's FastAPI app with the x402 middleware installed (no server started). With
+    `identifiers`, every route declares the payment-identifier extension and keeps its record."""
     facilitator = x402Facilitator()
     register_exact_evm_facilitator(
         facilitator,
@@ -177,10 +191,18 @@ def build_app(
     # can fall back to the SDK's default (public) facilitator URL.
     server = x402ResourceServer(facilitator)
     register_exact_evm_server(server, networks=network)
+    if identifiers is not None:
+        identifiers.register_hooks(server)
 
     x402_routes: dict[str, RouteConfig] = {}
     for path, price in routes.items():
-        config = route_config(price_atomic=price, token_address=token_address, pay_to=pay_to, network=network)
+        config = route_config(
+            price_atomic=price,
+            token_address=token_address,
+            pay_to=pay_to,
+            network=network,
+            extensions=declared() if identifiers is not None else None,
+        )
         for method in ("GET", "POST"):
             x402_routes[f"{method} {path}"] = config
 
@@ -206,14 +228,18 @@ def start_seller(
     facilitator_key: str,
     routes: dict[str, int],
     network: str = DEFAULT_NETWORK,
+    payment_identifiers: bool = False,
 ) -> Seller:
     """Start a seller on 127.0.0.1 and return once it accepts requests.
 
     `routes` maps a path ("/premium") to its price in the token's atomic units; "/free" is
-    always there and costs nothing. `facilitator_key` must hold ETH: it pays the gas.
+    always there and costs nothing. `facilitator_key` must hold ETH: it pays the gas. With
+    `payment_identifiers` it supports the x402 payment-identifier extension (see
+    tests/support/payment_identifiers.py).
     """
     if FREE_PATH in routes:
         raise ValueError(f"{FREE_PATH} is the seller's free route and cannot have a price")
+    identifiers = IdentifierLedger() if payment_identifiers else None
     app = build_app(
         rpc_url=rpc_url,
         token_address=token_address,
@@ -221,8 +247,9 @@ def start_seller(
         facilitator_key=facilitator_key,
         routes=routes,
         network=network,
+        identifiers=identifiers,
     )
-    counter = PaymentSignatureCounter(app)
+    counter = PaymentSignatureCounter(app if identifiers is None else ConflictLayer(app, identifiers))
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -259,4 +286,5 @@ def start_seller(
         counter=counter,
         _server=server,
         _thread=thread,
+        identifiers=identifiers,
     )

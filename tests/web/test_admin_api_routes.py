@@ -185,6 +185,7 @@ def test_the_csv_export_matches_the_json_row_for_row(server: RunningServer, db: 
         "bodyTruncated",
         "contentType",
         "paymentResponse",
+        "sentBy",
     ]
     # Every value a string in both, row for row; only a cell a spreadsheet would run differs.
     json_e2 = next(row for row in rows if row["agent"] == a2.agent_id)

@@ -1,16 +1,25 @@
-"""fetch_paid's and list_payments' results."""
+"""fetch_paid's, pay_x402's, report_receipt's and list_payments' results."""
 
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from server.mcp.schemas.common import timestamp, usd
 from server.models import PaymentIntent
-from server.payments.results import MEDIA_TYPE_PATTERN, Body, FreeOutcome, PaidOutcome, PendingOutcome
-from server.vocabulary import ApprovalPrompt, HoldReason, IntentStatus
+from server.payments.results import (
+    MEDIA_TYPE_PATTERN,
+    Body,
+    FreeOutcome,
+    PaidOutcome,
+    PendingOutcome,
+    SignedOutcome,
+    receipt_state,
+)
+from server.vocabulary import ApprovalPrompt, HoldReason, IntentStatus, PaymentSender
 
 
 class BodyMeta(BaseModel):
@@ -27,23 +36,19 @@ class Receipt(BaseModel):
     txHash: str | None
 
 
-class FetchPaidResult(BaseModel):
+class PaymentFields(BaseModel):
+    """What a paid call's result says of its payment, made or held (fetch_paid, pay_x402)."""
+
     model_config = ConfigDict(extra="allow")
 
-    status: Literal["ok", "paid", "pending_approval"]
-    httpStatus: int | None = None
     host: str
-    body: BodyMeta | None = None
-    redirectNotFollowed: bool | None = None
     intentId: str | None = None
     idempotencyKey: str | None = None
     replayed: bool | None = None
-    mode: Literal["server_signed", "client_signs"] | None = None
     amountUsd: str | None = None
     network: str | None = None
     payTo: str | None = None
     receipt: Receipt | None = None
-    bodyError: str | None = None
     approvalId: str | None = None
     approvalUrl: str | None = None
     approvalPrompt: ApprovalPrompt | None = None
@@ -53,6 +58,32 @@ class FetchPaidResult(BaseModel):
     expiresAt: str | None = None
     rules: list[str] | None = None
     ruleScopes: dict[str, str] | None = None
+
+
+class FetchPaidResult(PaymentFields):
+    status: Literal["ok", "paid", "pending_approval"]
+    httpStatus: int | None = None
+    body: BodyMeta | None = None
+    redirectNotFollowed: bool | None = None
+    mode: Literal["server_signed", "client_signs"] | None = None
+    bodyError: str | None = None
+
+
+class PayX402Result(PaymentFields):
+    status: Literal["signed", "pending_approval"]
+    mode: Literal["agent_sends"] | None = None
+    x402Version: Literal[1, 2] | None = None
+    headerName: Literal["PAYMENT-SIGNATURE", "X-PAYMENT"] | None = Field(
+        default=None, description="The header to add to the request, exactly as named."
+    )
+    headerValue: str | None = Field(default=None, description="Its value, exactly as given.")
+    validBefore: str | None = Field(
+        default=None, description="When the signed authorisation stops being valid: send it before then."
+    )
+    paymentIdentifier: str | None = Field(
+        default=None,
+        description="The x402 payment-identifier the header carries, when the seller declared the extension.",
+    )
 
 
 def _dump(model: BaseModel) -> dict[str, Any]:
@@ -104,18 +135,45 @@ def paid(outcome: PaidOutcome) -> dict[str, Any]:
 PENDING_NEXT = (
     "A person must approve this payment before it is made. Show the user approvalUrl as a plain link "
     "to open and approve with their passkey; then poll get_approval_status and, once approved, call "
-    "fetch_paid again with the same arguments and this idempotencyKey."
+    "{tool} again with the same arguments and this idempotencyKey."
 )
 
 
-def pending(outcome: PendingOutcome, prompt: ApprovalPrompt = ApprovalPrompt.NOT_SUPPORTED) -> dict[str, Any]:
+def signed(outcome: SignedOutcome) -> dict[str, Any]:
+    intent = outcome.intent
+    result = PayX402Result(
+        status="signed",
+        host=intent.host,
+        intentId=intent.id,
+        idempotencyKey=intent.idempotency_key,
+        replayed=outcome.replayed,
+        mode="agent_sends",
+        x402Version=1 if intent.x402_version == 1 else 2,
+        headerName="X-PAYMENT" if intent.x402_version == 1 else "PAYMENT-SIGNATURE",
+        headerValue=outcome.header_value,
+        validBefore=timestamp(datetime.fromtimestamp(intent.valid_before, UTC)),
+        paymentIdentifier=outcome.identifier,
+        amountUsd=usd(intent.amount_atomic),
+        network=intent.network,
+        payTo=intent.pay_to,
+        receipt=Receipt(state=outcome.receipt_state.value, txHash=intent.tx_hash),
+    )
+    return _dump(result)
+
+
+def pending(
+    outcome: PendingOutcome,
+    prompt: ApprovalPrompt = ApprovalPrompt.NOT_SUPPORTED,
+    *,
+    tool: str = "fetch_paid",
+) -> dict[str, Any]:
     approval = outcome.approval
     result = FetchPaidResult(
         status="pending_approval",
         approvalId=approval.id,
         approvalUrl=outcome.approval_url,
         approvalPrompt=prompt,
-        next=PENDING_NEXT,
+        next=PENDING_NEXT.format(tool=tool),
         amountUsd=usd(approval.amount_atomic),
         reason=approval.reason,
         thresholdUsd=None if approval.threshold_atomic is None else usd(approval.threshold_atomic),
@@ -140,6 +198,9 @@ class PaymentItem(BaseModel):
     host: str
     transactionHash: str | None
     createdAt: str
+    sentBy: PaymentSender = Field(
+        description="Who sent the signed payment to the seller: paywarden (fetch_paid) or agent (pay_x402)."
+    )
     termsSha256: str | None = Field(
         description="SHA-256 (hex) of the paid accepts entry as canonical JSON: the terms agreed to."
     )
@@ -174,6 +235,7 @@ def payment_item(intent: PaymentIntent) -> PaymentItem:
         host=intent.host,
         transactionHash=intent.tx_hash if intent.status == IntentStatus.SETTLED else None,
         createdAt=timestamp(intent.created_at),
+        sentBy=intent.sent_by,
         termsSha256=intent.terms_sha256,
         bodySha256=intent.body_sha256,
         bodyBytes=intent.body_bytes,
@@ -196,3 +258,28 @@ def agent_visible_header(value: str | None) -> str | None:
 
 def payments_list(agent_id: str, intents: list[PaymentIntent]) -> dict[str, Any]:
     return _dump(ListPaymentsResult(agentId=agent_id, payments=[payment_item(row) for row in intents]))
+
+
+class ReportReceiptResult(BaseModel):
+    intentId: str
+    idempotencyKey: str
+    status: IntentStatus
+    receipt: Receipt
+    paymentResponse: str | None = Field(
+        description="The header as kept (base64 only, else null): a claim, never proof of settlement."
+    )
+
+
+def receipt_reported(intent: PaymentIntent) -> dict[str, Any]:
+    return _dump(
+        ReportReceiptResult(
+            intentId=intent.id,
+            idempotencyKey=intent.idempotency_key,
+            status=intent.status,
+            receipt=Receipt(
+                state=receipt_state(intent).value,
+                txHash=intent.tx_hash if intent.status == IntentStatus.SETTLED else None,
+            ),
+            paymentResponse=agent_visible_header(intent.payment_response),
+        )
+    )

@@ -20,7 +20,7 @@ from server.mcp.arguments import (
     Origin,
     RequestBody,
     Url,
-    text_or_none,
+    paid_request,
 )
 from server.mcp.content import fence, ok_result
 from server.mcp.context import bearer_for, principal_for
@@ -71,15 +71,15 @@ def register(mcp: ToolRegistry, services: Services) -> None:
         host: str | None = None
         try:
             principal = principal_for(ctx, Scope.PAYMENTS_WRITE)
-            arguments = {
-                "url": url,
-                "method": method,
-                "headers": headers,
-                "body": text_or_none(body),
-                "idempotencyKey": idempotencyKey,
-                "maxAmountUsd": maxAmountUsd,
-                "origin": origin,
-            }
+            arguments = paid_request(
+                url=url,
+                method=method,
+                headers=headers,
+                body=body,
+                idempotency_key=idempotencyKey,
+                max_amount_usd=maxAmountUsd,
+                origin=origin,
+            )
             request = validate_fetch_paid(
                 arguments,
                 bearer=bearer_for(ctx),

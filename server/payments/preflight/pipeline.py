@@ -154,6 +154,8 @@ class Plan:
     fingerprint: str = ""
     min_seconds_to_pay: float = 0.0  # fetch_paid: below this much time left, nothing is signed
     counts_decision: bool = False  # fetch_paid: its decision is counted in the metrics, a quote's not
+    # pay_x402: the offer step also checks the challenge against the agent's copy (raises its error).
+    offer_check: Callable[[Challenge, Selection], None] | None = None
 
 
 @dataclass
@@ -247,7 +249,7 @@ class Preflight:
             return
 
         networks = context.policy.networks if context is not None else ()
-        passage.offered = self._offer(request, first, networks, passage)
+        passage.offered = self._offer(request, first, networks, passage, plan.offer_check)
         passage.mark(Step.OFFER, StepStatus.PASSED)
 
         await self._wallet(plan, passage)
@@ -310,13 +312,20 @@ class Preflight:
             raise _Failed(Step.REQUEST, exc) from None
 
     def _offer(
-        self, request: FetchPaidInput, first: SellerResponse, networks: tuple[str, ...], passage: Passage
+        self,
+        request: FetchPaidInput,
+        first: SellerResponse,
+        networks: tuple[str, ...],
+        passage: Passage,
+        offer_check: Callable[[Challenge, Selection], None] | None,
     ) -> Offered:
         try:
             passage.challenge = challenge = read_challenge(first)
             passage.selection = selection = choose_offer(challenge, self._assets, networks)
             check_max(selection.amount_atomic, request.max_amount_usd)
             resource_host = check_resource(request.host, challenge, selection)
+            if offer_check is not None:
+                offer_check(challenge, selection)
         except PaywardenError as exc:
             raise _Failed(Step.OFFER, exc) from None
         return Offered(challenge, selection, resource_host, instruction_like(challenge, first))

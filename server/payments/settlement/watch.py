@@ -37,7 +37,7 @@ from server.kit.db import Database, lock_org
 from server.kit.ids import new_id
 from server.kit.money import format_usd
 from server.models import ChainScanCursor, OutOfPolicyFinding, PaymentIntent
-from server.payments.errors import NEVER_SENT_FAILURES
+from server.payments.errors import NEVER_SENT_FAILURES, REFUSED_BY_SELLER
 from server.payments.repository import FindingRepository, IntentRepository, WalletOwner, WatchRepository
 from server.vocabulary import FindingKind, IntentStatus
 
@@ -70,7 +70,7 @@ def classify_transfer(
         or intent.failure_code in NEVER_SENT_FAILURES
     ):
         return FindingKind.PAYMENT_NOT_SENT, intent.id
-    if intent.failure_code == "payment_rejected_by_seller":
+    if intent.failure_code in REFUSED_BY_SELLER:
         return FindingKind.SETTLED_AFTER_REFUSAL, intent.id
     return None, intent.id
 

@@ -89,7 +89,12 @@ class PaymentDocument(Document):
     contentType: str | None = Field(description="The body's media type, type/subtype only.")
     paymentResponse: str | None = Field(
         description="The seller's PAYMENT-RESPONSE header as received (bounded): its claim, never proof "
-        "of settlement, which comes only from the chain (`transaction`)."
+        "of settlement, which comes only from the chain (`transaction`). For a payment the agent sent, "
+        "what the agent reported."
+    )
+    sentBy: str = Field(
+        description="Who sent the signed payment to the seller: `paywarden` (fetch_paid) or `agent` "
+        "(pay_x402 handed it the header)."
     )
 
     @classmethod
@@ -113,6 +118,7 @@ class PaymentDocument(Document):
             bodyTruncated=intent.body_truncated,
             contentType=intent.content_type,
             paymentResponse=intent.payment_response,
+            sentBy=str(intent.sent_by),
         )
 
 
@@ -276,6 +282,7 @@ class ExportRow(Document):
     paymentResponse: str = Field(
         description="The seller's PAYMENT-RESPONSE header as received; empty if none."
     )
+    sentBy: str = Field(description="`paywarden` or `agent`: who sent the signed payment to the seller.")
 
     @classmethod
     def of(cls, intent: PaymentIntent) -> ExportRow:
@@ -293,6 +300,7 @@ class ExportRow(Document):
             bodyTruncated="" if intent.body_truncated is None else str(intent.body_truncated).lower(),
             contentType=intent.content_type or "",
             paymentResponse=intent.payment_response or "",
+            sentBy=str(intent.sent_by),
         )
 
 
