@@ -29,6 +29,7 @@ from server.payments.settlement.reconciler import ExpireAuthorizations, Settleme
 from server.payments.settlement.watch import OutOfPolicyWatch
 from server.sellers.client import SellerClient
 from server.settings import Settings
+from server.wallet_policies.sync import CdpReach, WalletPolicySync
 
 
 @dataclass
@@ -46,6 +47,7 @@ class Services:
     relying_party: RelyingParty
     csrf: Csrf
     diagnoses: DiagnosisService
+    cdp: CdpReach
     jobs: list[Job] = field(default_factory=list)
     # Set when the process is stopping (server/kit/stopping.py): waits end, new calls are refused.
     stopping: Stopping = field(default_factory=Stopping)
@@ -106,8 +108,10 @@ def build_services(
         timeout_ms=settings.fetch_timeout_ms,
         clock=clock,
     )
+    cdp = CdpReach(master=settings.master, api_url=settings.cdp_api_url, usdc_by_network=settings.assets)
     jobs: list[Job] = [
         SettlementReconciler(db=db, chain=chain, clock=clock),
+        WalletPolicySync(db=db, clock=clock, reach=cdp),
         OutOfPolicyWatch(db=db, chain=chain, clock=clock, assets=settings.assets),
         ExpireAuthorizations(db=db, chain=chain, clock=clock),
         IdentityHousekeeping(db=db, clock=clock),
@@ -147,6 +151,7 @@ def build_services(
         relying_party=RelyingParty(rp_id=settings.rp_id, origin=settings.pages_origin),
         csrf=Csrf(settings.master.derive("paywarden csrf")),
         diagnoses=DiagnosisService(db=db, settings=settings, sellers=sellers, chain=chain, clock=clock),
+        cdp=cdp,
         jobs=jobs,
         stopping=stopping,
     )

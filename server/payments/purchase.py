@@ -71,9 +71,16 @@ from server.policy.service import add_catalog_host
 from server.sellers.client import REDIRECT_STATUSES, SellerClient, SellerRequest, SellerResponse
 from server.sellers.errors import ResponseLost
 from server.settings import Settings
-from server.signers.errors import SignerError, SignRefused
-from server.vocabulary import ApprovalStatus, HoldReason, IntentStatus
-from server.wallets.service import intent_to_sign, record_sign_refused, signer_for, transfer_request
+from server.signers.errors import CdpError, CdpPolicyRefused, SignerError, SignRefused
+from server.vocabulary import ApprovalStatus, HoldReason, IntentStatus, WalletMode
+from server.wallets.cdp import record_cdp_policy_refusal, sealed_cdp_credentials
+from server.wallets.service import (
+    CdpAccess,
+    intent_to_sign,
+    record_sign_refused,
+    signer_for,
+    transfer_request,
+)
 from server.x402.challenge import Challenge
 from server.x402.selection import Selection
 from server.x402.transfer_authorization import payment_header
@@ -374,7 +381,11 @@ class PurchaseService:
     ) -> PaidOutcome:
         try:
             signer = signer_for(
-                wallet, self._settings.master, usdc_by_network=self._settings.assets, clock=self._clock
+                wallet,
+                self._settings.master,
+                usdc_by_network=self._settings.assets,
+                clock=self._clock,
+                cdp=await self._cdp_access(wallet),
             )
             # Checked again against what is signed (the intent's amount, which the signer holds
             # the offer to), not only against the offer.
@@ -383,6 +394,14 @@ class PurchaseService:
         except SignRefused as refused:
             await self._db.writing(self._record_refusal, principal, intent.id, wallet, refused)
             log.warning("the signer refused %s: %s", intent.id, refused.reason)
+            raise
+        except CdpError as refused:
+            # CDP did not sign (its policy refused, it was out of reach, or it refused the request):
+            # the intent fails with CDP's code before anything reaches the seller.
+            await self._db.writing(self._record_cdp_failure, principal, intent.id, wallet, refused)
+            log.warning(
+                "CDP did not sign %s: %s %s", intent.id, refused.code, refused.extra.get("cdpError", "")
+            )
             raise
         except (SignerError, ValueError) as exc:
             await self._db.run(
@@ -467,6 +486,34 @@ class PurchaseService:
         record_sign_refused(
             session, wallet=wallet, intent_id=intent_id, refused=refused, actor=principal.actor, now=now
         )
+
+    async def _cdp_access(self, wallet: Wallet) -> CdpAccess | None:
+        """For a `cdp` wallet, how its signer reaches CDP (the organisation's sealed credentials are
+        read now: they may have been replaced since the process started)."""
+        if wallet.mode != WalletMode.CDP:
+            return None
+        sealed = await self._db.reading(sealed_cdp_credentials, org_id=wallet.org_id)
+        return CdpAccess(api_url=self._settings.cdp_api_url, sealed_credentials=sealed)
+
+    def _record_cdp_failure(
+        self, session: Session, principal: Principal, intent_id: str, wallet: Wallet, failure: CdpError
+    ) -> None:
+        """CDP did not sign: the intent fails with CDP's code (nothing was signed, so it stops
+        counting against the caps), and a refusal by CDP's own policy is a wallet audit event."""
+        now = self._clock.now()
+        ledger.update_intent(
+            session,
+            principal,
+            intent_id=intent_id,
+            to=IntentStatus.FAILED,
+            now=now,
+            event="payment.failed",
+            failure_code=failure.code,
+        )
+        if isinstance(failure, CdpPolicyRefused):
+            record_cdp_policy_refusal(
+                session, wallet=wallet, intent_id=intent_id, actor=principal.actor, now=now
+            )
 
     async def _send_paid(self, request: SellerRequest, *, deadline: float, pin: str | None) -> SellerResponse:
         """The paid request. A process that begins to stop while the seller has not answered waits

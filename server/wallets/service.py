@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 
 from sqlmodel import Session
@@ -17,7 +18,7 @@ from server.models import Agent, PaymentIntent, Wallet
 from server.signers.base import Signer
 from server.signers.errors import SignerError, SignRefused
 from server.signers.intents import AuthorisedIntent, TransferRequest
-from server.signers.loading import local_key_signer, seal_local_key
+from server.signers.loading import cdp_signer, local_key_signer, seal_local_key
 from server.vocabulary import WalletMode
 from server.wallets.master_key import require_current_key
 from server.wallets.repository import WalletRepository
@@ -90,10 +91,25 @@ def import_local_key(
     return wallet
 
 
+@dataclass(frozen=True)
+class CdpAccess:
+    """How a `cdp` wallet's signer reaches CDP: the API's base URL and the organisation's sealed
+    credentials (None when it has none)."""
+
+    api_url: str
+    sealed_credentials: bytes | None
+
+
 def signer_for(
-    wallet: Wallet, master: MasterKey, *, usdc_by_network: Mapping[str, str], clock: Clock
+    wallet: Wallet,
+    master: MasterKey,
+    *,
+    usdc_by_network: Mapping[str, str],
+    clock: Clock,
+    cdp: CdpAccess | None = None,
 ) -> Signer:
-    """The wallet's signer: it signs only an intent the ledger authorised, for the configured USDC."""
+    """The wallet's signer: it signs only an intent the ledger authorised, for the configured USDC.
+    A `cdp` wallet's needs `cdp`, its organisation's way to CDP."""
     if wallet.mode == WalletMode.LOCAL_KEY:
         if wallet.sealed_secret is None:
             raise SignerError("the wallet has no sealed key")
@@ -101,6 +117,18 @@ def signer_for(
             master,
             wallet_id=wallet.id,
             sealed=wallet.sealed_secret,
+            usdc_by_network=usdc_by_network,
+            clock=clock,
+        )
+    if wallet.mode == WalletMode.CDP:
+        if cdp is None or cdp.sealed_credentials is None:
+            raise SignerError("the organisation has no CDP credentials")
+        return cdp_signer(
+            master,
+            org_id=wallet.org_id,
+            sealed=cdp.sealed_credentials,
+            address=wallet.address,
+            api_url=cdp.api_url,
             usdc_by_network=usdc_by_network,
             clock=clock,
         )
