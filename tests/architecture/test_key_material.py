@@ -116,4 +116,5 @@ def test_the_master_keys_open_refuses_cdp_credentials() -> None:
         unseal_cdp_credentials(master, org_id="org_2", sealed=sealed)
     # No wallet's context is an organisation's (ids hold no `/`).
     assert wallet_context(new_id("wallet")) != cdp_credentials_context("org_1")
-    assert "api-secret" not in repr(credentials) and "wallet-secret" not in repr(credentials)
+    assert "api-secret" not in repr(credentials)
+    assert "wallet-secret" not in repr(credentials)
