@@ -43,14 +43,14 @@ class CdpCredentials:
 def credentials_from_text(api_key_id: str, api_key_secret: str, wallet_secret: str) -> CdpCredentials:
     """The three values as a person pasted them, checked the way CDP's SDK reads them: a key id, an
     API key secret it can sign a request with, and a wallet secret that is a DER key in base64.
-    Raises InvalidCdpCredentials (with the `field` at fault), never echoing a secret."""
+    Raises InvalidCdpCredentials (its `reason` the field at fault), never echoing a secret."""
     key_id = api_key_id.strip()
     # A PEM key pasted into one line of a variable keeps its newlines as `\n`: the SDK reads both.
     secret = api_key_secret.strip()
     wallet = wallet_secret.strip()
     for name, value in (("apiKeyId", key_id), ("apiKeySecret", secret), ("walletSecret", wallet)):
         if not value or len(value) > MAX_FIELD or not value.replace("\n", "").isprintable():
-            raise InvalidCdpCredentials(field=name)
+            raise InvalidCdpCredentials(reason=name)
     # Loaded here, not with the module: the SDK takes seconds to import (docs/performance.md).
     from cdp.auth.utils.jwt import JwtOptions, WalletJwtOptions, generate_jwt, generate_wallet_jwt
 
@@ -65,7 +65,7 @@ def credentials_from_text(api_key_id: str, api_key_secret: str, wallet_secret: s
             )
         )
     except ValueError:
-        raise InvalidCdpCredentials(field="apiKeySecret") from None
+        raise InvalidCdpCredentials(reason="apiKeySecret") from None
     try:
         base64.b64decode(wallet, validate=True)
         generate_wallet_jwt(
@@ -78,5 +78,5 @@ def credentials_from_text(api_key_id: str, api_key_secret: str, wallet_secret: s
             )
         )
     except (ValueError, binascii.Error):
-        raise InvalidCdpCredentials(field="walletSecret") from None
+        raise InvalidCdpCredentials(reason="walletSecret") from None
     return CdpCredentials(key_id, secret, wallet)
