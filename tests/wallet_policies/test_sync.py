@@ -6,7 +6,7 @@ is a query over every organisation's wallets."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
@@ -76,7 +76,7 @@ class World:
 
 
 @pytest.fixture(name="world")
-async def fixture_world(db: Database) -> Iterator[World]:
+async def fixture_world(db: Database) -> AsyncIterator[World]:
     settings = settings_for(database_url=db.url, port=1)
     clock = frozen_clock(START)
     pin_payee(db, url=SELLER, pay_to=PAYEE, clock=clock)
