@@ -402,7 +402,7 @@ class PurchaseService:
             log.warning(
                 "CDP did not sign %s: %s %s", intent.id, refused.code, refused.extra.get("cdpError", "")
             )
-            raise
+            raise type(refused)(**refused.extra, intentId=intent.id) from None
         except (SignerError, ValueError) as exc:
             await self._db.run(
                 self._update,
