@@ -28,8 +28,8 @@ from server.signers.cdp_credentials import CdpCredentials
 from server.signers.key_material import unseal_cdp_credentials, unseal_wallet_key
 from server.tenancy.service import find_agent, find_org, set_slack_webhook
 from server.vocabulary import PendingChangeKind
-from server.wallets.master_key import MasterKeyMismatch, open_master_key
 from server.wallets.cdp import save_cdp_credentials
+from server.wallets.master_key import MasterKeyMismatch, open_master_key
 from server.wallets.rotation import ROTATED_EVENT, MasterKeyUnchanged, rotate_master_key
 from server.wallets.sealed import SEALED_COLUMNS, pending_result_context, webhook_context
 from server.wallets.service import import_local_key
