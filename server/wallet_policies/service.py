@@ -123,29 +123,72 @@ def _usdc(atomic: str) -> str:
     return f"{format_usd(int(atomic), atomic=True)} USDC" if atomic.isdigit() else atomic
 
 
-def describe_rule(rule: Mapping[str, Any]) -> str:
-    """One rule in words: what it does to which operation, and for a typed-data rule, its bounds."""
-    words = [f"{rule.get('action')} {rule.get('operation')}"]
-    for criterion in rule.get("criteria") or ():
-        kind = criterion.get("type")
-        if kind == "evmTypedDataVerifyingContract":
-            words.append(f"contract {criterion.get('operator')} {', '.join(criterion.get('addresses', []))}")
-        elif kind == "evmTypedDataField":
-            primary = (criterion.get("types") or {}).get("primaryType")
-            words.append(f"typed data {primary}")
+# What each operation is, in words, and the criteria that hold for every request of it.
+_OPERATIONS = {
+    "signEvmHash": "hash",
+    "signEvmMessage": "message",
+    "signEvmTransaction": "transaction",
+    "sendEvmTransaction": "transaction to send",
+    "prepareUserOperation": "user operation to prepare",
+    "sendUserOperation": "user operation to send",
+}
+_EVERY = (
+    [],
+    [{"type": "ethValue", "ethValue": "0", "operator": ">="}],
+    [{"type": "evmMessage", "match": "(?s).*"}],
+)
+
+
+def _addresses(operator: str, addresses: Sequence[str], *, one: str, many: str) -> str:
+    listed = ", ".join(addresses)
+    if operator == "not in":
+        return f"{one} other than {listed}" if addresses else f"any {one}"
+    return f"{one} {listed}" if len(addresses) == 1 else f"one of {len(addresses)} {many} ({listed})"
+
+
+def _typed_data_words(criteria: Sequence[Mapping[str, Any]]) -> list[str]:
+    words: list[str] = []
+    bounded_payee = False
+    for criterion in criteria:
+        if criterion.get("type") == "evmTypedDataVerifyingContract":
+            operator, addresses = criterion.get("operator", "in"), criterion.get("addresses", [])
+            words.append("of " + _addresses(operator, addresses, one="the token", many="tokens"))
+        elif criterion.get("type") == "evmTypedDataField":
+            words.insert(0, str((criterion.get("types") or {}).get("primaryType", "typed data")))
             for condition in criterion.get("conditions") or ():
-                path, operator = condition.get("path"), condition.get("operator", "matches")
-                if "addresses" in condition:
-                    shown = condition["addresses"]
-                    listed = ", ".join(shown[:3]) + (f" and {len(shown) - 3} more" if len(shown) > 3 else "")
-                    words.append(f"{path} {operator} {listed}")
+                path, operator = condition.get("path"), condition.get("operator", "")
+                if "addresses" in condition and path == "to":
+                    bounded_payee = True
+                    words.append(
+                        "to " + _addresses(operator, condition["addresses"], one="payee", many="payees")
+                    )
+                elif "value" in condition and path == "value" and operator == "<=":
+                    words.append(f"of at most {_usdc(str(condition['value']))}")
                 elif "value" in condition:
-                    words.append(f"{path} {operator} {_usdc(str(condition['value']))}")
+                    words.append(f"with {path} {operator} {condition['value']}")
+                elif "addresses" in condition:
+                    words.append(f"with {path} {operator} {', '.join(condition['addresses'])}")
                 else:
-                    words.append(f"{path} matches {condition.get('match')}")
+                    words.append(f"with {path} matching {condition.get('match')}")
         else:
-            words.append(str(kind))
-    return "; ".join(words)
+            words.append(f"when {criterion.get('type')} holds")
+    if words and not bounded_payee:
+        words.append("to any payee")
+    return words
+
+
+def rule_in_words(rule: Mapping[str, Any]) -> str:
+    """A rule as a person reads it: what CDP does with which requests."""
+    verb = "signs" if rule.get("action") == "accept" else "refuses"
+    operation = str(rule.get("operation"))
+    criteria = list(rule.get("criteria") or [])
+    if operation == "signEvmTypedData":
+        primary, *bounds = _typed_data_words(criteria) or ["any typed data"]
+        return f"{verb} {primary}" + (" " + ", ".join(bounds) if bounds else "")
+    what = _OPERATIONS.get(operation, operation)
+    if criteria in _EVERY:
+        return f"{verb} every {what}"
+    return f"{verb} a {what} when {', '.join(str(c.get('type')) for c in criteria)} holds"
 
 
 def compare(
@@ -178,13 +221,13 @@ def _rule_findings(held: Sequence[Mapping[str, Any]], ours: Sequence[Mapping[str
     for number, (theirs, mine) in enumerate(zip(held, ours, strict=False), start=1):
         if _lower(theirs) != _lower(mine):
             findings.append(
-                f"Rule {number}: CDP holds \u201c{describe_rule(theirs)}\u201d; "
-                f"Paywarden compiles \u201c{describe_rule(mine)}\u201d."
+                f"Rule {number}: at CDP it {rule_in_words(theirs)}; compiled from the agent's policy, "
+                f"it {rule_in_words(mine)}."
             )
     for number, extra in enumerate(held[len(ours) :], start=len(ours) + 1):
-        findings.append(f"Rule {number} is only at CDP: \u201c{describe_rule(extra)}\u201d.")
+        findings.append(f"Rule {number} is only at CDP: it {rule_in_words(extra)}.")
     for number, missing in enumerate(ours[len(held) :], start=len(held) + 1):
-        findings.append(f"Rule {number} is missing at CDP: \u201c{describe_rule(missing)}\u201d.")
+        findings.append(f"Rule {number} is missing at CDP: it {rule_in_words(missing)}.")
     return findings
 
 

@@ -30,7 +30,8 @@ from server.kit.clock import Clock
 from server.kit.crypto import MasterKey
 from server.kit.db import Database
 from server.kit.errors import PaywardenError
-from server.models import Wallet
+from server.models import Agent, Wallet
+from server.policy.model import Policy
 from server.signers.errors import CdpError, SignerError
 from server.signers.loading import cdp_accounts
 from server.tenancy.service import agent_with_policy, find_agent
@@ -135,18 +136,24 @@ class WalletPolicySync:
 # -- one agent, from the command line or a page ---------------------------------------------
 
 
+def wallet_work(
+    session: Session, agent: Agent, policy: Policy, wallet: Wallet, *, usdc_by_network: Mapping[str, str]
+) -> WalletPolicyWork:
+    """The `cdp` wallet, its agent's policy compiled now, and its organisation's sealed credentials."""
+    compiled = compile_policy(agent, policy, usdc_by_network=usdc_by_network, pins=listed_pins(session))
+    return WalletPolicyWork(wallet, compiled, sealed_cdp_credentials(session, org_id=agent.org_id))
+
+
 def agent_work(
     session: Session, principal: Principal, agent_ref: str, *, usdc_by_network: Mapping[str, str]
 ) -> WalletPolicyWork:
-    """The agent's `cdp` wallet, its policy compiled now, and its organisation's sealed credentials
-    (NotACdpWallet when it has no `cdp` wallet)."""
+    """`wallet_work` for an agent by id or name (NotACdpWallet when it has no `cdp` wallet)."""
     agent = find_agent(session, principal, agent_ref)
     wallet = active_wallet(session, agent)
     if wallet is None or wallet.mode != WalletMode.CDP:
         raise NotACdpWallet()
     _, policy = agent_with_policy(session, principal, agent.id)
-    compiled = compile_policy(agent, policy, usdc_by_network=usdc_by_network, pins=listed_pins(session))
-    return WalletPolicyWork(wallet, compiled, sealed_cdp_credentials(session, org_id=agent.org_id))
+    return wallet_work(session, agent, policy, wallet, usdc_by_network=usdc_by_network)
 
 
 async def sync_agent(

@@ -258,7 +258,7 @@ def test_check_names_each_difference_and_sync_mends_it(
     differences = drifted["differences"]
     assert isinstance(differences, list)
     assert "The policy is paused at CDP, so CDP does not apply it." in differences
-    assert any(d.startswith("Rule 1: CDP holds") and "value <= 10.00 USDC" in d for d in differences)
+    assert any(d.startswith("Rule 1: at CDP it signs") and "of at most 10.00 USDC" in d for d in differences)
 
     synced = run_cli(
         db.url, "admin", "wallet", "cdp-policy", "sync", "--agent", agent.agent_id, "--json", env=env
