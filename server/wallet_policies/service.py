@@ -132,7 +132,7 @@ _OPERATIONS = {
     "prepareUserOperation": "user operation to prepare",
     "sendUserOperation": "user operation to send",
 }
-_EVERY = (
+_EVERY: tuple[list[dict[str, str]], ...] = (
     [],
     [{"type": "ethValue", "ethValue": "0", "operator": ">="}],
     [{"type": "evmMessage", "match": "(?s).*"}],
