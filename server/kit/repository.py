@@ -160,6 +160,8 @@ SYSTEM_READS: dict[str, str] = {
     "only totals leave the method, never a row",
     "WalletRepository.active_cdp": "the wallet policy job keeps every organisation's CDP wallets' own "
     "policies in step with their agents'",
+    "WalletRepository.any_active_cdp": "a server starting loads the CDP SDK ahead when any organisation "
+    "has a cdp wallet",
     "TokenRepository.purge_expired": "housekeeping deletes expired tokens of every organisation",
     "NotificationRepository.waiting": "the Slack notifier's outbox is one queue for every organisation",
     "NotificationRepository.waiting_account_changes": "the notifier reads passkey news of every "

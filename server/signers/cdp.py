@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from server.kit.clock import Clock
 from server.signers.base import PaymentSigner
-from server.signers.cdp_api import CdpSession
+from server.signers.cdp_api import CdpSession, sdk_loaded
 from server.signers.errors import CdpUnavailable
 
 if TYPE_CHECKING:
@@ -53,6 +53,7 @@ class CdpSigner(PaymentSigner):
         return self._address
 
     async def _sign_typed_data(self, typed: dict[str, Any]) -> str:
+        await sdk_loaded()
         from cdp.openapi_client.models.eip712_domain import EIP712Domain
         from cdp.utils import create_deterministic_uuid_v4
 

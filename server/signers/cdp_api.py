@@ -13,14 +13,15 @@
 - **One client per call.** A CdpClient holds an HTTP session bound to the event loop it was made
   in; each call makes one and closes it, so no session outlives its loop or leaks between threads.
 
-The SDK takes seconds to import (docs/performance.md), so it is loaded by the first call, not
-with this module.
+The SDK takes seconds to import (docs/performance.md), so it is loaded by the first call, in a
+worker thread, not with this module (a server that has `cdp` wallets loads it ahead, at start).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -46,6 +47,17 @@ _UNAVAILABLE_TYPES = frozenset(
 )
 
 T = TypeVar("T")
+
+
+def load_sdk() -> None:
+    """Import cdp-sdk: seconds of CPU (docs/performance.md), so never on the event loop's thread."""
+    import cdp  # noqa: F401
+
+
+async def sdk_loaded() -> None:
+    """cdp-sdk imported, in a worker thread the first time, so a server's other requests go on."""
+    if "cdp" not in sys.modules:
+        await anyio.to_thread.run_sync(load_sdk)
 
 
 @dataclass(frozen=True)
@@ -123,6 +135,7 @@ class CdpSession:
     async def call(self, call: Callable[[CdpClient], Awaitable[T]], *, missing_ok: bool = False) -> T:
         """`call`'s result, within the time allowed, or the CdpError for what went wrong; with
         `missing_ok`, a 404 raises _Missing instead."""
+        await sdk_loaded()
         from cdp.openapi_client.errors import ApiError
 
         try:
@@ -170,6 +183,7 @@ class CdpAccounts(CdpSession):
     async def create_account(self, name: str, *, policy_id: str) -> CdpAccount:
         """A new account named `name` under the policy; an account of that name made meanwhile (409)
         is fetched and put under the policy instead."""
+        await sdk_loaded()
         from cdp.openapi_client.errors import ApiError
 
         async def create(client: CdpClient) -> Any:
@@ -190,6 +204,7 @@ class CdpAccounts(CdpSession):
         return _account(await self.call(attach))
 
     async def create_policy(self, document: Mapping[str, Any], *, idempotency_key: str) -> HeldPolicy:
+        await sdk_loaded()
         from cdp.policies.types import CreatePolicyOptions
         from cdp.utils import create_deterministic_uuid_v4
 
@@ -203,6 +218,7 @@ class CdpAccounts(CdpSession):
         return _policy(await self.call(create))
 
     async def update_policy(self, policy_id: str, document: Mapping[str, Any]) -> HeldPolicy:
+        await sdk_loaded()
         from cdp.policies.types import UpdatePolicyOptions
 
         options = UpdatePolicyOptions(description=document.get("description"), rules=document["rules"])

@@ -178,6 +178,11 @@ def register_cdp_wallet(
     return wallet
 
 
+def any_cdp_wallet(session: Session) -> bool:
+    """Whether any organisation signs with a `cdp` wallet (a server then loads the SDK at start)."""
+    return WalletRepository(session).any_active_cdp()
+
+
 def cdp_wallets(session: Session) -> list[Wallet]:
     """Every `cdp` wallet in use, of every organisation (for the wallet policy job)."""
     return list(WalletRepository(session).active_cdp())

@@ -42,6 +42,11 @@ class WalletRepository(TenantRepository[Wallet]):
             .order_by(col(Wallet.created_at), col(Wallet.id))
         )
 
+    def any_active_cdp(self) -> bool:
+        """Whether any organisation has a `cdp` wallet in use."""
+        statement = select(Wallet.id).where(Wallet.mode == WalletMode.CDP, col(Wallet.retired_at).is_(None))
+        return self.session.exec(statement.limit(1)).first() is not None
+
     def locked(self, *, org_id: str, wallet_id: str) -> Wallet | None:
         """The wallet, locked to the end of the transaction (PostgreSQL; SQLite's writer is alone)."""
         return self._first(

@@ -21,6 +21,7 @@ from server.models import AuditEvent, Wallet
 from server.policy.service import PolicyChanges
 from server.wallet_policies.accounts import provision_cdp_account
 from server.wallet_policies.sync import CdpReach, WalletPolicySync
+from server.wallets.cdp import any_cdp_wallet
 from tests.support.cdp_standin import CdpStandIn, running_standin
 from tests.support.clocks import frozen_clock, written
 from tests.support.paywarden import settings_for
@@ -133,6 +134,17 @@ async def test_a_catalog_change_of_pinned_payees_is_sent_though_no_policy_change
     assert await world.job.run_once() == 1
 
     assert {"path": "to", "operator": "in", "addresses": [NEW_PAYEE]} in world.accept_conditions()
+
+
+async def test_a_server_knows_at_start_whether_any_organisation_has_a_cdp_wallet(world: World) -> None:
+    with world.db.read() as session:
+        assert any_cdp_wallet(session)
+    with world.db.write() as session:
+        for wallet in session.exec(select(Wallet)).all():
+            wallet.retired_at = world.clock.now()
+            session.add(wallet)
+    with world.db.read() as session:
+        assert not any_cdp_wallet(session)
 
 
 async def test_a_version_that_compiles_to_the_same_document_is_recorded_without_asking_cdp(
