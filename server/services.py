@@ -29,6 +29,7 @@ from server.payments.settlement.reconciler import ExpireAuthorizations, Settleme
 from server.payments.settlement.watch import OutOfPolicyWatch
 from server.sellers.client import SellerClient
 from server.settings import Settings
+from server.signers.cdp_api import CdpClientPool
 from server.wallet_policies.sync import CdpReach, WalletPolicySync
 
 
@@ -57,6 +58,8 @@ class Services:
             await self.purchases.settled_in_background()
         await self.sellers.aclose()
         await self.chain.aclose()
+        if self.cdp.pool is not None:
+            await self.cdp.pool.aclose()
         self.db.dispose()
 
 
@@ -98,8 +101,15 @@ def build_services(
         max_response_bytes=MAX_DOCUMENT_BYTES + 1, allow_private_hosts=settings.allow_private_hosts
     )
     stopping = Stopping()
+    cdp_clients = CdpClientPool()  # shared by payments, the wallet policy job and the pages
     purchases = PurchaseService(
-        db=db, settings=settings, sellers=sellers, chain=chain, clock=clock, stopping=stopping
+        db=db,
+        settings=settings,
+        sellers=sellers,
+        chain=chain,
+        clock=clock,
+        stopping=stopping,
+        cdp_clients=cdp_clients,
     )
     catalog = CatalogVerifier(
         db=db,
@@ -108,7 +118,12 @@ def build_services(
         timeout_ms=settings.fetch_timeout_ms,
         clock=clock,
     )
-    cdp = CdpReach(master=settings.master, api_url=settings.cdp_api_url, usdc_by_network=settings.assets)
+    cdp = CdpReach(
+        master=settings.master,
+        api_url=settings.cdp_api_url,
+        usdc_by_network=settings.assets,
+        pool=cdp_clients,
+    )
     jobs: list[Job] = [
         SettlementReconciler(db=db, chain=chain, clock=clock),
         WalletPolicySync(db=db, clock=clock, reach=cdp),

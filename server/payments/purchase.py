@@ -71,6 +71,7 @@ from server.policy.service import add_catalog_host
 from server.sellers.client import REDIRECT_STATUSES, SellerClient, SellerRequest, SellerResponse
 from server.sellers.errors import ResponseLost
 from server.settings import Settings
+from server.signers.cdp_api import CdpClientPool
 from server.signers.errors import CdpError, CdpPolicyRefused, SignerError, SignRefused
 from server.vocabulary import ApprovalStatus, HoldReason, IntentStatus, WalletMode
 from server.wallets.cdp import record_cdp_policy_refusal, sealed_cdp_credentials
@@ -113,9 +114,11 @@ class PurchaseService:
         chain: ChainService,
         clock: Clock,
         stopping: Stopping | None = None,
+        cdp_clients: CdpClientPool | None = None,
     ) -> None:
         self._db = db
         self._stopping = stopping or Stopping()
+        self._cdp_clients = cdp_clients  # open clients of `cdp` wallets' organisations
         # Once the process is stopping, how long a paid request may still wait for the seller's
         # answer: what the grace period leaves calls, less a second to record it and answer.
         self._answer_after_stop_s = max(calls_grace_seconds(settings.shutdown_grace_seconds) - 1.0, 0.5)
@@ -493,7 +496,9 @@ class PurchaseService:
         if wallet.mode != WalletMode.CDP:
             return None
         sealed = await self._db.reading(sealed_cdp_credentials, org_id=wallet.org_id)
-        return CdpAccess(api_url=self._settings.cdp_api_url, sealed_credentials=sealed)
+        return CdpAccess(
+            api_url=self._settings.cdp_api_url, sealed_credentials=sealed, pool=self._cdp_clients
+        )
 
     def _record_cdp_failure(
         self, session: Session, principal: Principal, intent_id: str, wallet: Wallet, failure: CdpError

@@ -19,9 +19,12 @@ worker thread, not with this module (a server that has `cdp` wallets loads it ah
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import os
 import re
 import sys
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -106,26 +109,76 @@ def mapped_error(exc: BaseException) -> CdpError:
     return CdpUnavailable(cdpError="unreadable_answer")
 
 
+def _new_client(credentials: CdpCredentials, api_url: str) -> CdpClient:
+    from cdp import CdpClient
+
+    return CdpClient(
+        api_key_id=credentials.api_key_id,
+        api_key_secret=credentials.api_key_secret,
+        wallet_secret=credentials.wallet_secret,
+        base_path=api_url,
+    )
+
+
+class CdpClientPool:
+    """A server's CdpClients, one per organisation's credentials (and event loop), kept open so
+    calls reuse their connections: a new client loads the trust store (about 50 ms of CPU) and a
+    new connection to CDP costs a TLS handshake. `aclose` closes them as the server stops."""
+
+    KEPT = 64  # clients at most; the one used least recently goes first
+
+    def __init__(self) -> None:
+        self._clients: OrderedDict[tuple[int, str], tuple[asyncio.AbstractEventLoop, CdpClient]] = (
+            OrderedDict()
+        )
+
+    async def client(self, credentials: CdpCredentials, api_url: str) -> CdpClient:
+        loop = asyncio.get_running_loop()
+        key = (id(loop), hashlib.sha256(credentials.encode() + api_url.encode()).hexdigest())
+        found = self._clients.get(key)
+        if found is not None:
+            self._clients.move_to_end(key)
+            return found[1]
+        client = _new_client(credentials, api_url)
+        self._clients[key] = (loop, client)
+        while len(self._clients) > self.KEPT:
+            _, (owner, oldest) = self._clients.popitem(last=False)
+            if owner is loop:
+                await oldest.close()
+        return client
+
+    async def aclose(self) -> None:
+        """Close the clients of the running loop (those of a loop gone are gone with it)."""
+        loop = asyncio.get_running_loop()
+        clients, self._clients = self._clients, OrderedDict()
+        for owner, client in clients.values():
+            if owner is loop:
+                await client.close()
+
+
 class CdpSession:
-    """Calls to CDP with one organisation's credentials (each with a client of its own)."""
+    """Calls to CDP with one organisation's credentials: through a server's pool of open clients,
+    or (without one, as in a command) with a client of their own each."""
 
     def __init__(
-        self, credentials: CdpCredentials, *, api_url: str, timeout_s: float = CALL_TIMEOUT_S
+        self,
+        credentials: CdpCredentials,
+        *,
+        api_url: str,
+        timeout_s: float = CALL_TIMEOUT_S,
+        pool: CdpClientPool | None = None,
     ) -> None:
         self._credentials = credentials
         self._api_url = api_url
         self._timeout_s = timeout_s
+        self._pool = pool
 
     @asynccontextmanager
     async def _client(self) -> AsyncIterator[CdpClient]:
-        from cdp import CdpClient
-
-        client = CdpClient(
-            api_key_id=self._credentials.api_key_id,
-            api_key_secret=self._credentials.api_key_secret,
-            wallet_secret=self._credentials.wallet_secret,
-            base_path=self._api_url,
-        )
+        if self._pool is not None:
+            yield await self._pool.client(self._credentials, self._api_url)
+            return
+        client = _new_client(self._credentials, self._api_url)
         try:
             yield client
         finally:

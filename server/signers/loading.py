@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from server.kit.clock import Clock
 from server.kit.crypto import MasterKey, SealError
 from server.signers.cdp import CdpSigner
-from server.signers.cdp_api import CdpAccounts, CdpSession
+from server.signers.cdp_api import CdpAccounts, CdpClientPool, CdpSession
 from server.signers.cdp_credentials import CdpCredentials
 from server.signers.errors import SignerError
 from server.signers.key_material import (
@@ -79,9 +79,11 @@ def _credentials(master: MasterKey, *, org_id: str, sealed: bytes) -> CdpCredent
         raise SignerError("the CDP credentials do not open with this master key") from exc
 
 
-def cdp_accounts(master: MasterKey, *, org_id: str, sealed: bytes, api_url: str) -> CdpAccounts:
+def cdp_accounts(
+    master: MasterKey, *, org_id: str, sealed: bytes, api_url: str, pool: CdpClientPool | None = None
+) -> CdpAccounts:
     """The organisation's accounts and policies at CDP, reached with its sealed credentials."""
-    return CdpAccounts(_credentials(master, org_id=org_id, sealed=sealed), api_url=api_url)
+    return CdpAccounts(_credentials(master, org_id=org_id, sealed=sealed), api_url=api_url, pool=pool)
 
 
 def cdp_signer(
@@ -93,6 +95,7 @@ def cdp_signer(
     api_url: str,
     usdc_by_network: Mapping[str, str],
     clock: Clock,
+    pool: CdpClientPool | None = None,
 ) -> CdpSigner:
-    session = CdpSession(_credentials(master, org_id=org_id, sealed=sealed), api_url=api_url)
+    session = CdpSession(_credentials(master, org_id=org_id, sealed=sealed), api_url=api_url, pool=pool)
     return CdpSigner(session, address=address, usdc_by_network=usdc_by_network, clock=clock)

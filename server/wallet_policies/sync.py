@@ -32,6 +32,7 @@ from server.kit.db import Database
 from server.kit.errors import PaywardenError
 from server.models import Agent, Wallet
 from server.policy.model import Policy
+from server.signers.cdp_api import CdpClientPool
 from server.signers.errors import CdpError, SignerError
 from server.signers.loading import cdp_accounts
 from server.tenancy.service import agent_with_policy, find_agent
@@ -69,6 +70,7 @@ class CdpReach:
     master: MasterKey
     api_url: str
     usdc_by_network: Mapping[str, str]
+    pool: CdpClientPool | None = None  # a server's open clients; None: a client per call
 
 
 async def push_policy(
@@ -81,7 +83,11 @@ async def push_policy(
         if work.sealed_credentials is None:
             raise CdpNotConnected()
         accounts = cdp_accounts(
-            reach.master, org_id=wallet.org_id, sealed=work.sealed_credentials, api_url=reach.api_url
+            reach.master,
+            org_id=wallet.org_id,
+            sealed=work.sealed_credentials,
+            api_url=reach.api_url,
+            pool=reach.pool,
         )
         sent, created = await send_policy(
             accounts,
@@ -171,6 +177,10 @@ async def drift_of(work: WalletPolicyWork, *, reach: CdpReach) -> Drift:
     if work.sealed_credentials is None:
         raise CdpNotConnected()
     accounts = cdp_accounts(
-        reach.master, org_id=work.wallet.org_id, sealed=work.sealed_credentials, api_url=reach.api_url
+        reach.master,
+        org_id=work.wallet.org_id,
+        sealed=work.sealed_credentials,
+        api_url=reach.api_url,
+        pool=reach.pool,
     )
     return await check_drift(accounts, wallet=work.wallet, compiled=work.compiled)

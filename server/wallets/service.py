@@ -16,6 +16,7 @@ from server.kit.errors import PaywardenError
 from server.kit.ids import new_id
 from server.models import Agent, PaymentIntent, Wallet
 from server.signers.base import Signer
+from server.signers.cdp_api import CdpClientPool
 from server.signers.errors import SignerError, SignRefused
 from server.signers.intents import AuthorisedIntent, TransferRequest
 from server.signers.loading import cdp_signer, local_key_signer, seal_local_key
@@ -98,6 +99,7 @@ class CdpAccess:
 
     api_url: str
     sealed_credentials: bytes | None
+    pool: CdpClientPool | None = None  # a server's open clients; None: a client per call
 
 
 def signer_for(
@@ -131,6 +133,7 @@ def signer_for(
             api_url=cdp.api_url,
             usdc_by_network=usdc_by_network,
             clock=clock,
+            pool=cdp.pool,
         )
     raise SignerError(f"signing mode {str(wallet.mode)!r} is not available")
 

@@ -14,7 +14,7 @@ from eth_account import Account
 from eth_account.messages import encode_typed_data
 
 from server.signers.cdp import CdpSigner
-from server.signers.cdp_api import CdpAccounts, CdpSession
+from server.signers.cdp_api import CdpAccounts, CdpClientPool, CdpSession
 from server.signers.errors import CdpPolicyRefused, CdpRefused, CdpUnavailable, SignRefused
 from server.signers.intents import AuthorisedIntent, TransferRequest
 from server.wallet_policies.bounds import PaymentBounds
@@ -137,3 +137,25 @@ async def test_credentials_cdp_does_not_know_are_cdp_refused(cdp: Setup) -> None
 
     assert refused.value.extra == {"cdpError": "unauthorized", "httpStatus": 401}
     assert cdp.standin.count("POST", r"/sign/typed-data$") == 1  # asked, refused at the door
+
+
+async def test_a_servers_pool_keeps_one_open_client_per_organisation(cdp: Setup) -> None:
+    pool = CdpClientPool()
+    pooled = CdpSigner(
+        CdpSession(cdp.standin.credentials, api_url=cdp.url, pool=pool),
+        address=cdp.address,
+        usdc_by_network={NETWORK: USDC},
+        clock=frozen_clock(NOW),
+    )
+    try:
+        for number in range(3):
+            await pooled.sign_payment(_intent(cdp.address, intent_id=f"pi_pool{number}"), REQUEST)
+        for number in range(2):
+            await _signer(cdp).sign_payment(_intent(cdp.address, intent_id=f"pi_own{number}"), REQUEST)
+    finally:
+        await pool.aclose()
+
+    ports = [seen.peer_port for seen in cdp.standin.requests if seen.path.endswith("/sign/typed-data")]
+    assert len(set(ports[:3])) == 1  # the pool's client, one connection kept open
+    assert len(set(ports[3:])) == 2
+    assert ports[3] not in ports[:3]

@@ -168,6 +168,7 @@ class SeenRequest:
     path: str
     wallet_auth: bool
     status: int
+    peer_port: int  # the client's port: requests over one connection share it
 
 
 # -- the Policy Engine ----------------------------------------------------------------------------
@@ -396,7 +397,8 @@ class CdpStandIn:
                 status_code=failure.status,
             )
         finally:
-            self.requests.append(SeenRequest(request.method, path, wallet_auth, status))
+            peer = request.client.port if request.client is not None else 0
+            self.requests.append(SeenRequest(request.method, path, wallet_auth, status, peer))
 
     def _replayed(
         self, method: str, path: str, key: str | None, raw: bytes
