@@ -395,13 +395,13 @@ class PurchaseService:
             check_max(intent.amount_atomic, request.max_amount_usd)
             signed = await signer.sign_payment(intent_to_sign(intent), transfer_request(selection))
         except SignRefused as refused:
-            await self._db.writing(self._record_refusal, principal, intent.id, wallet, refused)
+            await self._db.writing(self._record_unsigned, principal, intent.id, wallet, refused)
             log.warning("the signer refused %s: %s", intent.id, refused.reason)
             raise
         except CdpError as refused:
             # CDP did not sign (its policy refused, it was out of reach, or it refused the request):
             # the intent fails with CDP's code before anything reaches the seller.
-            await self._db.writing(self._record_cdp_failure, principal, intent.id, wallet, refused)
+            await self._db.writing(self._record_unsigned, principal, intent.id, wallet, refused)
             log.warning(
                 "CDP did not sign %s: %s %s", intent.id, refused.code, refused.extra.get("cdpError", "")
             )
@@ -472,39 +472,16 @@ class PurchaseService:
             raise
         return await self._record_answer(principal, intent, response, challenge)
 
-    def _record_refusal(
-        self, session: Session, principal: Principal, intent_id: str, wallet: Wallet, refused: SignRefused
+    def _record_unsigned(
+        self,
+        session: Session,
+        principal: Principal,
+        intent_id: str,
+        wallet: Wallet,
+        failure: SignRefused | CdpError,
     ) -> None:
-        """A refused signature: the intent fails (nothing was signed) and the wallet's audit says why."""
-        now = self._clock.now()
-        ledger.update_intent(
-            session,
-            principal,
-            intent_id=intent_id,
-            to=IntentStatus.FAILED,
-            now=now,
-            event="payment.failed",
-            failure_code="sign_refused",
-        )
-        record_sign_refused(
-            session, wallet=wallet, intent_id=intent_id, refused=refused, actor=principal.actor, now=now
-        )
-
-    async def _cdp_access(self, wallet: Wallet) -> CdpAccess | None:
-        """For a `cdp` wallet, how its signer reaches CDP (the organisation's sealed credentials are
-        read now: they may have been replaced since the process started)."""
-        if wallet.mode != WalletMode.CDP:
-            return None
-        sealed = await self._db.reading(sealed_cdp_credentials, org_id=wallet.org_id)
-        return CdpAccess(
-            api_url=self._settings.cdp_api_url, sealed_credentials=sealed, pool=self._cdp_clients
-        )
-
-    def _record_cdp_failure(
-        self, session: Session, principal: Principal, intent_id: str, wallet: Wallet, failure: CdpError
-    ) -> None:
-        """CDP did not sign: the intent fails with CDP's code (nothing was signed, so it stops
-        counting against the caps), and a refusal by CDP's own policy is a wallet audit event."""
+        """Nothing was signed (the signer refused, or CDP did not sign): the intent fails with the
+        failure's code, so it stops counting against the caps, and a refusal is a wallet audit event."""
         now = self._clock.now()
         ledger.update_intent(
             session,
@@ -515,10 +492,24 @@ class PurchaseService:
             event="payment.failed",
             failure_code=failure.code,
         )
-        if isinstance(failure, CdpPolicyRefused):
+        if isinstance(failure, SignRefused):
+            record_sign_refused(
+                session, wallet=wallet, intent_id=intent_id, refused=failure, actor=principal.actor, now=now
+            )
+        elif isinstance(failure, CdpPolicyRefused):
             record_cdp_policy_refusal(
                 session, wallet=wallet, intent_id=intent_id, actor=principal.actor, now=now
             )
+
+    async def _cdp_access(self, wallet: Wallet) -> CdpAccess | None:
+        """For a `cdp` wallet, how its signer reaches CDP (the organisation's sealed credentials are
+        read now: they may have been replaced since the process started)."""
+        if wallet.mode != WalletMode.CDP:
+            return None
+        sealed = await self._db.reading(sealed_cdp_credentials, org_id=wallet.org_id)
+        return CdpAccess(
+            api_url=self._settings.cdp_api_url, sealed_credentials=sealed, pool=self._cdp_clients
+        )
 
     async def _send_paid(self, request: SellerRequest, *, deadline: float, pin: str | None) -> SellerResponse:
         """The paid request. A process that begins to stop while the seller has not answered waits

@@ -29,6 +29,7 @@ from server.signers.loading import seal_cdp_credentials
 from server.vocabulary import WalletMode
 from server.wallets.master_key import require_current_key
 from server.wallets.repository import CdpCredentialsRepository, WalletRepository
+from server.wallets.service import audit_wallet, replace_wallet
 
 ACCOUNT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,34}[A-Za-z0-9]$")
 # After a failed attempt to send a wallet's policy, the next waits this long, doubling, up to the cap.
@@ -139,11 +140,6 @@ def register_cdp_wallet(
     now: datetime,
 ) -> Wallet:
     """The CDP account becomes the agent's wallet (mode `cdp`); the one before it is retired."""
-    wallets = WalletRepository(session)
-    previous = wallets.active_for_agent(org_id=agent.org_id, agent_id=agent.id)
-    if previous is not None:
-        previous.retired_at = now
-        wallets.add(previous, flush=False)
     wallet = Wallet(
         id=new_id("wallet"),
         org_id=agent.org_id,
@@ -157,25 +153,16 @@ def register_cdp_wallet(
         cdp_policy_version=policy.version,
         cdp_policy_synced_at=now,
     )
-    wallets.add(wallet)
-    audit(
-        session,
-        org_id=agent.org_id,
-        type="wallet.cdp_connected",
-        actor=actor,
-        agent_id=agent.id,
-        subject_id=wallet.id,
-        data={
-            "address": address,
-            "mode": WalletMode.CDP,
-            "accountName": account_name,
-            "cdpPolicyId": policy.policy_id,
-            "policyVersion": policy.version,
-            "replaced": previous.id if previous else None,
-        },
-        now=now,
+    data: dict[str, object] = {
+        "address": address,
+        "mode": WalletMode.CDP,
+        "accountName": account_name,
+        "cdpPolicyId": policy.policy_id,
+        "policyVersion": policy.version,
+    }
+    return replace_wallet(
+        session, agent=agent, wallet=wallet, event="wallet.cdp_connected", data=data, actor=actor, now=now
     )
-    return wallet
 
 
 def any_cdp_wallet(session: Session) -> bool:
@@ -203,16 +190,12 @@ def record_policy_sent(
     row.cdp_policy_failures = 0
     row.cdp_policy_retry_at = None
     WalletRepository(session).add(row)
-    audit(
-        session,
-        org_id=row.org_id,
-        type="wallet.cdp_policy_updated",
-        actor=actor,
-        agent_id=row.agent_id,
-        subject_id=row.id,
-        data={"cdpPolicyId": policy.policy_id, "policyVersion": policy.version, "created": created},
-        now=now,
-    )
+    data: dict[str, object] = {
+        "cdpPolicyId": policy.policy_id,
+        "policyVersion": policy.version,
+        "created": created,
+    }
+    audit_wallet(session, wallet=row, event="wallet.cdp_policy_updated", data=data, actor=actor, now=now)
     return row
 
 
@@ -239,15 +222,9 @@ def record_policy_failure(
     row.cdp_policy_retry_at = now + min(FIRST_RETRY * 2**doublings, LONGEST_RETRY)
     WalletRepository(session).add(row)
     if row.cdp_policy_failures == 1:
-        audit(
-            session,
-            org_id=row.org_id,
-            type="wallet.cdp_policy_sync_failed",
-            actor=actor,
-            agent_id=row.agent_id,
-            subject_id=row.id,
-            data={"error": error, "cdpPolicyId": row.cdp_policy_id},
-            now=now,
+        data: dict[str, object] = {"error": error, "cdpPolicyId": row.cdp_policy_id}
+        audit_wallet(
+            session, wallet=row, event="wallet.cdp_policy_sync_failed", data=data, actor=actor, now=now
         )
     return row
 
@@ -256,19 +233,12 @@ def record_cdp_policy_refusal(
     session: Session, *, wallet: Wallet, intent_id: str, actor: str, now: datetime
 ) -> None:
     """The audit event of a payment CDP's Policy Engine refused to sign: the wallet's public facts."""
-    audit(
+    audit_wallet(
         session,
-        org_id=wallet.org_id,
-        type="wallet.cdp_policy_refused",
+        wallet=wallet,
+        event="wallet.cdp_policy_refused",
+        data={"cdpPolicyId": wallet.cdp_policy_id, "policyVersion": wallet.cdp_policy_version},
         actor=actor,
-        agent_id=wallet.agent_id,
-        subject_id=intent_id,
-        data={
-            "wallet": wallet.id,
-            "address": wallet.address,
-            "mode": wallet.mode,
-            "cdpPolicyId": wallet.cdp_policy_id,
-            "policyVersion": wallet.cdp_policy_version,
-        },
         now=now,
+        subject_id=intent_id,
     )

@@ -292,3 +292,15 @@ def test_the_installed_command_connects_from_standard_input(
     assert done.returncode == 0, done.stderr
     assert running.account_named(account_name_for(setup.org_id, setup.agent_id)) is not None
     assert _secret_free(done.stdout + done.stderr, credentials)
+
+
+@pytest.mark.parametrize("named", [(), ("AGENT", "--agent", "AGENT")], ids=["not-named", "named-twice"])
+def test_the_agent_is_named_once(
+    module_sqlite_db: Database, agent: AgentSetup, named: tuple[str, ...]
+) -> None:
+    args = tuple(agent.agent_id if part == "AGENT" else part for part in named)
+
+    result = run_cli(module_sqlite_db.url, "admin", "wallet", "connect-cdp", *args, "--saved-credentials")
+
+    assert result.exit_code == 1
+    assert "name the agent once" in result.stderr

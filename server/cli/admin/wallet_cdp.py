@@ -43,7 +43,7 @@ cdp_policy = command_group(
 def register(wallet: typer.Typer) -> None:
     """Add the CDP commands to `paywarden admin wallet`."""
     wallet.command("connect-cdp")(connect_cdp)
-    wallet.command("cdp")(connect_cdp_named)
+    wallet.command("cdp")(connect_cdp)
     wallet.add_typer(cdp_policy, name="cdp-policy")
 
 
@@ -135,7 +135,10 @@ def _connect(
 
 
 def connect_cdp(
-    agent: str = typer.Option(..., "--agent", help="Agent id or name."),
+    agent_argument: str | None = typer.Argument(
+        None, metavar="[AGENT]", help="Agent id or name (or --agent)."
+    ),
+    agent: str | None = typer.Option(None, "--agent", help="Agent id or name."),
     account_name: str | None = ACCOUNT_NAME,
     api_key_id_env: str | None = KEY_ID_ENV,
     api_key_secret_env: str | None = KEY_SECRET_ENV,
@@ -149,24 +152,12 @@ def connect_cdp(
     at CDP under its own policy, compiled from the agent's, and becomes the agent's wallet. The
     organisation's secrets come from standard input (three lines: API key id, API key secret,
     wallet secret), from three named variables, or, once saved, with --saved-credentials; they are
-    sealed with the master key only once CDP accepted them.
+    sealed with the master key only once CDP accepted them. `wallet cdp AGENT` is the same command.
     """
+    if (agent_argument is None) == (agent is None):
+        fail("name the agent once: as --agent AGENT, or as the argument AGENT")
     names = (api_key_id_env, api_key_secret_env, wallet_secret_env)
-    _connect(agent, account_name, names, saved_credentials, as_json)
-
-
-def connect_cdp_named(
-    agent: str = typer.Argument(..., help="Agent id or name."),
-    account_name: str | None = ACCOUNT_NAME,
-    api_key_id_env: str | None = KEY_ID_ENV,
-    api_key_secret_env: str | None = KEY_SECRET_ENV,
-    wallet_secret_env: str | None = WALLET_SECRET_ENV,
-    saved_credentials: bool = SAVED,
-    as_json: bool = JSON,
-) -> None:
-    """The same as connect-cdp, with the agent as an argument."""
-    names = (api_key_id_env, api_key_secret_env, wallet_secret_env)
-    _connect(agent, account_name, names, saved_credentials, as_json)
+    _connect(agent or agent_argument or "", account_name, names, saved_credentials, as_json)
 
 
 def _reach(ctx: CliContext) -> Any:
