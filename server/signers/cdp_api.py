@@ -270,16 +270,27 @@ class CdpAccounts(CdpSession):
 
         return _policy(await self.call(create))
 
-    async def update_policy(self, policy_id: str, document: Mapping[str, Any]) -> HeldPolicy:
+    async def replace_rules(self, policy_id: str, document: Mapping[str, Any]) -> HeldPolicy:
+        """The policy `policy_id` made to hold `document`'s description and rules (the request
+        cdp-sdk's `update_policy` sends, made through its API client's own call)."""
         await sdk_loaded()
+        from cdp.openapi_client.models.update_policy_request import UpdatePolicyRequest
+        from cdp.policies.request_transformer import map_request_rules_to_openapi_format
+        from cdp.policies.response_transformer import map_openapi_policy
         from cdp.policies.types import UpdatePolicyOptions
 
         options = UpdatePolicyOptions(description=document.get("description"), rules=document["rules"])
+        request = UpdatePolicyRequest(
+            description=options.description, rules=map_request_rules_to_openapi_format(options.rules)
+        )
 
-        async def update(client: CdpClient) -> Any:
-            return await client.policies.update_policy(id=policy_id, policy=options)
+        async def put(client: CdpClient) -> Any:
+            answer = await client.api_clients.policies.update_policy_with_http_info(
+                policy_id=policy_id, update_policy_request=request
+            )
+            return map_openapi_policy(answer.data)
 
-        return _policy(await self.call(update))
+        return _policy(await self.call(put))
 
     async def policy(self, policy_id: str) -> HeldPolicy | None:
         async def get(client: CdpClient) -> Any:

@@ -30,6 +30,7 @@ from server.wallets.cdp import (
     CdpNotConnected,
     SentPolicy,
     account_name_for,
+    check_account_free,
     check_account_name,
     register_cdp_wallet,
     save_cdp_credentials,
@@ -57,6 +58,7 @@ def _plan(
 ) -> _Plan:
     agent = find_agent(session, principal, agent_ref)
     name = check_account_name(account_name) if account_name else account_name_for(agent.org_id, agent.id)
+    check_account_free(session, agent=agent, account_name=name)
     return _Plan(
         agent=agent,
         account_name=name,

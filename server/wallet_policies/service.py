@@ -67,7 +67,7 @@ async def hold_policy(
     held: HeldPolicy | None = None
     if policy_id is not None:
         try:
-            held = await accounts.update_policy(policy_id, compiled.document)
+            held = await accounts.replace_rules(policy_id, compiled.document)
         except CdpRefused as refused:
             if refused.extra.get("httpStatus") != 404:
                 raise

@@ -53,6 +53,14 @@ class CdpNotConnected(PaywardenError):
     )
 
 
+class CdpAccountInUse(PaywardenError):
+    code = "cdp_account_in_use"
+    message = (
+        "Another agent of the organisation already pays from that CDP account: give this agent an "
+        "account of its own (leave out --account-name for one named after it)."
+    )
+
+
 class NotACdpWallet(PaywardenError):
     code = "not_a_cdp_wallet"
     message = "The agent's wallet is not a Coinbase CDP account: there is no wallet policy at CDP to check."
@@ -82,6 +90,14 @@ def check_account_name(name: str) -> str:
     if not ACCOUNT_NAME.match(name):
         raise InvalidAccountName()
     return name
+
+
+def check_account_free(session: Session, *, agent: Agent, account_name: str) -> None:
+    """CdpAccountInUse when another agent of the organisation pays from that account: two agents
+    under one account would share one wallet policy, the last one sent."""
+    found = WalletRepository(session).active_named(org_id=agent.org_id, account_name=account_name)
+    if found is not None and found.agent_id != agent.id:
+        raise CdpAccountInUse()
 
 
 def next_account_name(session: Session, agent: Agent) -> str:

@@ -42,6 +42,14 @@ class WalletRepository(TenantRepository[Wallet]):
             .order_by(col(Wallet.created_at), col(Wallet.id))
         )
 
+    def active_named(self, *, org_id: str, account_name: str) -> Wallet | None:
+        """The organisation's wallet in use under that CDP account name, if any."""
+        return self._first(
+            self._statement().where(
+                Wallet.org_id == org_id, Wallet.account_name == account_name, col(Wallet.retired_at).is_(None)
+            )
+        )
+
     def any_active_cdp(self) -> bool:
         """Whether any organisation has a `cdp` wallet in use."""
         statement = select(Wallet.id).where(Wallet.mode == WalletMode.CDP, col(Wallet.retired_at).is_(None))

@@ -304,3 +304,30 @@ def test_the_agent_is_named_once(
 
     assert result.exit_code == 1
     assert "name the agent once" in result.stderr
+
+
+def test_an_account_another_agent_of_the_organisation_pays_from_is_refused(
+    module_sqlite_db: Database, standin: tuple[CdpStandIn, str], agent: AgentSetup
+) -> None:
+    running, url = standin
+    first = connected(module_sqlite_db, api_url=url, agent=agent.agent_id, credentials=running.credentials)
+    other = make_agent(
+        module_sqlite_db,
+        settings_for(database_url=module_sqlite_db.url, port=1),
+        allow_hosts=[],
+        org_id=agent.org_id,
+        name="other",
+    )
+
+    refused = connect_cdp(
+        module_sqlite_db,
+        api_url=url,
+        agent=other.agent_id,
+        credentials=None,
+        args=("--account-name", str(first["accountName"])),
+    )
+
+    assert refused.exit_code == 1
+    assert "cdp_account_in_use" in refused.stderr
+    with module_sqlite_db.read() as session:
+        assert session.exec(select(Wallet).where(Wallet.agent_id == other.agent_id)).all() == []

@@ -59,7 +59,7 @@ async def test_no_request_leaves_for_anything_but_the_configured_api(monkeypatch
             compile_account_policy(bounds, description="Net test"), idempotency_key="n"
         )
         account = await accounts.create_account("pw-net", policy_id=held.id)
-        await accounts.update_policy(held.id, compile_account_policy(bounds, description="Net test"))
+        await accounts.replace_rules(held.id, compile_account_policy(bounds, description="Net test"))
         signer = CdpSigner(
             CdpSession(standin.credentials, api_url=url),
             address=account.address,
