@@ -37,6 +37,8 @@ from server.mcp.endpoint import McpTransport
 from server.mcp.server import ToolModule, build_mcp_server
 from server.services import Services, build_services
 from server.settings import Settings, load_settings
+from server.signers.cdp_api import sdk_loaded
+from server.wallets.cdp import any_cdp_wallet
 from server.wallets.master_key import open_master_key
 from server.web import health, metrics
 from server.web.errors import http_error, server_error, too_large
@@ -99,6 +101,9 @@ def create_app(
                 ):
                     if settings.background_jobs:
                         background.start_soon(runner.run_forever)
+                    if await services.db.reading(any_cdp_wallet):
+                        # Seconds of CPU: in a worker thread now, not in the first CDP payment's way.
+                        background.start_soon(sdk_loaded)
                     try:
                         yield {"services": services}
                     finally:

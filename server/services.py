@@ -31,6 +31,8 @@ from server.payments.settlement.reconciler import ExpireAuthorizations, Settleme
 from server.payments.settlement.watch import OutOfPolicyWatch
 from server.sellers.client import SellerClient
 from server.settings import Settings
+from server.signers.cdp_api import CdpClientPool
+from server.wallet_policies.sync import CdpReach, WalletPolicySync
 
 
 @dataclass
@@ -49,6 +51,7 @@ class Services:
     relying_party: RelyingParty
     csrf: Csrf
     diagnoses: DiagnosisService
+    cdp: CdpReach
     jobs: list[Job] = field(default_factory=list)
     # Set when the process is stopping (server/kit/stopping.py): waits end, new calls are refused.
     stopping: Stopping = field(default_factory=Stopping)
@@ -58,6 +61,8 @@ class Services:
             await self.purchases.settled_in_background()
         await self.sellers.aclose()
         await self.chain.aclose()
+        if self.cdp.pool is not None:
+            await self.cdp.pool.aclose()
         self.db.dispose()
 
 
@@ -99,8 +104,15 @@ def build_services(
         max_response_bytes=MAX_DOCUMENT_BYTES + 1, allow_private_hosts=settings.allow_private_hosts
     )
     stopping = Stopping()
+    cdp_clients = CdpClientPool()  # shared by payments, the wallet policy job and the pages
     purchases = PurchaseService(
-        db=db, settings=settings, sellers=sellers, chain=chain, clock=clock, stopping=stopping
+        db=db,
+        settings=settings,
+        sellers=sellers,
+        chain=chain,
+        clock=clock,
+        stopping=stopping,
+        cdp_clients=cdp_clients,
     )
     catalog = CatalogVerifier(
         db=db,
@@ -109,8 +121,15 @@ def build_services(
         timeout_ms=settings.fetch_timeout_ms,
         clock=clock,
     )
+    cdp = CdpReach(
+        master=settings.master,
+        api_url=settings.cdp_api_url,
+        usdc_by_network=settings.assets,
+        pool=cdp_clients,
+    )
     jobs: list[Job] = [
         SettlementReconciler(db=db, chain=chain, clock=clock),
+        WalletPolicySync(db=db, clock=clock, reach=cdp),
         OutOfPolicyWatch(db=db, chain=chain, clock=clock, assets=settings.assets),
         ExpireAuthorizations(db=db, chain=chain, clock=clock),
         ExpirePolicyChanges(db=db, clock=clock),
@@ -152,6 +171,7 @@ def build_services(
         relying_party=RelyingParty(rp_id=settings.rp_id, origin=settings.pages_origin),
         csrf=Csrf(settings.master.derive("paywarden csrf")),
         diagnoses=DiagnosisService(db=db, settings=settings, sellers=sellers, chain=chain, clock=clock),
+        cdp=cdp,
         jobs=jobs,
         stopping=stopping,
     )

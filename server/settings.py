@@ -46,6 +46,7 @@ _LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
 # passkey needs a host name (browsers refuse an IP address as the WebAuthn RP id).
 _LOOPBACK_ADDRESSES = {"127.0.0.1": "127.0.0.1", "::1": "[::1]"}
 DEFAULT_PORT = 8402
+DEFAULT_CDP_API_URL = "https://api.cdp.coinbase.com/platform"
 
 
 class ConfigError(ValueError):
@@ -101,6 +102,8 @@ class Settings(BaseSettings):
     rate_limit_authorize: int = Field(default=60, ge=1, le=10_000)
     rate_limit_admin_api: int = Field(default=600, ge=1, le=100_000)
     client_document_failure_ttl: int = Field(default=300, ge=0, le=86_400)
+    # Coinbase CDP's API, which holds the keys of `cdp` wallets (tests point it at a stand-in).
+    cdp_api_url: str = DEFAULT_CDP_API_URL
 
     @field_validator("database_url")
     @classmethod
@@ -154,6 +157,18 @@ class Settings(BaseSettings):
                 raise ValueError(f"the confirmations for {network} must be 0 to {MAX_CONFIRMATIONS} blocks")
             merged[network] = depth
         return merged
+
+    @field_validator("cdp_api_url")
+    @classmethod
+    def _cdp_api_url(cls, value: str) -> str:
+        parts = urlsplit(value.strip())
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"must be an https URL such as {DEFAULT_CDP_API_URL}")
+        if parts.query or parts.fragment or parts.username or parts.password:
+            raise ValueError("must not carry credentials, a query or a fragment")
+        if parts.scheme == "http" and parts.hostname not in _LOOPBACK_HOSTS:
+            raise ValueError("must be https:// (http:// only on a loopback host, for a local stand-in)")
+        return value.strip().rstrip("/")
 
     @field_validator("metrics_token")
     @classmethod

@@ -16,7 +16,6 @@ USED_WITHOUT_IMPORT = {
     "psycopg": "the PostgreSQL driver SQLAlchemy loads for postgresql+psycopg:// URLs",
     "jinja2": "starlette.templating.Jinja2Templates renders the members' pages with it",
     "python-multipart": "starlette parses the members' pages' form posts with it",
-    "cdp-sdk": "the cdp wallet backend (issue 20, item 2) is not built yet",
 }
 
 

@@ -24,9 +24,11 @@ from server.kit.crypto import MasterKey, SealError
 from server.kit.db import Database
 from server.kit.ids import new_id
 from server.models import AuditEvent, MasterKeyCheck, Organization, PendingChange, SealedSecret, Wallet
-from server.signers.key_material import unseal_wallet_key
+from server.signers.cdp_credentials import CdpCredentials
+from server.signers.key_material import unseal_cdp_credentials, unseal_wallet_key
 from server.tenancy.service import find_agent, find_org, set_slack_webhook
 from server.vocabulary import PendingChangeKind
+from server.wallets.cdp import save_cdp_credentials
 from server.wallets.master_key import MasterKeyMismatch, open_master_key
 from server.wallets.rotation import ROTATED_EVENT, MasterKeyUnchanged, rotate_master_key
 from server.wallets.sealed import SEALED_COLUMNS, pending_result_context, webhook_context
@@ -58,16 +60,17 @@ class Sealed:
     webhooks: dict[str, bytes]
     results: dict[str, bytes]
     org_ids: list[str]
+    cdp: dict[str, bytes]
 
     @property
     def count(self) -> int:
-        return len(self.wallets) + len(self.webhooks) + len(self.results)
+        return len(self.wallets) + len(self.webhooks) + len(self.results) + len(self.cdp)
 
 
 def populate(db: Database) -> Sealed:
-    """Two organisations, each with an agent holding an imported key and its own Slack webhook, and a
-    confirmed change whose result waits to be shown: every kind of sealed value, under OLD, in a
-    database that recorded OLD's check value (as every process's start does)."""
+    """Two organisations, each with an agent holding an imported key, its own Slack webhook and CDP
+    credentials, and a confirmed change whose result waits to be shown: every kind of sealed value,
+    under OLD, in a database that recorded OLD's check value (as every process's start does)."""
     start_with(db, OLD).engine.dispose()
     settings = settings_for(database_url=db.url, port=8402)
     clock = SystemClock()
@@ -75,6 +78,7 @@ def populate(db: Database) -> Sealed:
     webhooks: dict[str, bytes] = {}
     results: dict[str, bytes] = {}
     org_ids: list[str] = []
+    cdp: dict[str, bytes] = {}
     for index, key in enumerate(WALLET_KEYS):
         setup = make_agent(db, settings, allow_hosts=[], wallet_key=key)
         org_ids.append(setup.org_id)
@@ -90,9 +94,16 @@ def populate(db: Database) -> Sealed:
                 actor="operator:test",
                 now=clock.now(),
             )
+            credentials = CdpCredentials(
+                f"organizations/o{index}/apiKeys/k", f"api-secret-{index}", f"wallet-{index}"
+            )
+            save_cdp_credentials(
+                session, master=OLD, org=org, credentials=credentials, actor="operator:test", now=clock.now()
+            )
             wallet = session.exec(select(Wallet).where(Wallet.agent_id == setup.agent_id)).one()
             wallets[wallet.id] = bytes.fromhex(key[2:])
             webhooks[org.id] = url.encode()
+            cdp[org.id] = credentials.encode()
     change_id = new_id("change")
     now = clock.now()
     with db.write() as session:
@@ -112,7 +123,7 @@ def populate(db: Database) -> Sealed:
             )
         )
     results[change_id] = RESULT
-    return Sealed(wallets, webhooks, results, org_ids)
+    return Sealed(wallets, webhooks, results, org_ids, cdp)
 
 
 def opened(db: Database, master: MasterKey) -> Sealed:
@@ -133,8 +144,13 @@ def opened(db: Database, master: MasterKey) -> Sealed:
             for row in session.exec(select(PendingChange)).all()
             if row.result_sealed is not None
         }
+        cdp = {
+            row.id: unseal_cdp_credentials(master, org_id=row.id, sealed=row.cdp_credentials_sealed)
+            for row in session.exec(select(Organization)).all()
+            if row.cdp_credentials_sealed is not None
+        }
         org_ids = sorted(webhooks)
-    return Sealed(wallets, webhooks, results, org_ids)
+    return Sealed(wallets, webhooks, results, org_ids, cdp)
 
 
 def key_ids(db: Database) -> set[str | None]:
@@ -147,6 +163,11 @@ def key_ids(db: Database) -> set[str | None]:
                 if row.slack_webhook_sealed
             }
             | {row.result_key_id for row in session.exec(select(PendingChange)).all() if row.result_sealed}
+            | {
+                row.cdp_credentials_key_id
+                for row in session.exec(select(Organization)).all()
+                if row.cdp_credentials_sealed
+            }
         )
 
 
@@ -201,6 +222,8 @@ def test_rotation_reseals_every_value_and_replaces_the_check_value(db: Database)
     assert after.wallets == before.wallets
     assert after.webhooks == before.webhooks
     assert after.results == before.results
+    assert after.cdp == before.cdp
+    assert len(after.cdp) == 2
     assert key_ids(db) == {NEW.key_id}
     with pytest.raises(SealError):
         opened(db, OLD)
@@ -249,7 +272,12 @@ def test_a_crash_halfway_leaves_the_old_key_valid_and_everything_readable(db: Da
         rotate(db, crash_after=half)
 
     after = opened(db, OLD)
-    assert (after.wallets, after.webhooks, after.results) == (before.wallets, before.webhooks, before.results)
+    assert (after.wallets, after.webhooks, after.results, after.cdp) == (
+        before.wallets,
+        before.webhooks,
+        before.results,
+        before.cdp,
+    )
     assert key_ids(db) == {OLD.key_id}
     with db.read() as session:
         check = session.get(MasterKeyCheck, 1)

@@ -29,6 +29,13 @@ KEY = MasterKey(b"\x01" * 32).encode()
         ({"PAYWARDEN_ASSETS": '{"eip155:8453": "0x12"}'}, "40 hex"),
         ({"PAYWARDEN_LOG_FORMAT": "xml"}, "PAYWARDEN_LOG_FORMAT"),
         ({"PAYWARDEN_SLACK_WEBHOOK_URL": "https://evil.example/hook"}, "hooks.slack.com"),
+        (
+            {"PAYWARDEN_CDP_API_URL": "http://api.cdp.example.com/platform"},
+            "PAYWARDEN_CDP_API_URL: must be https",
+        ),
+        ({"PAYWARDEN_CDP_API_URL": "ftp://api.cdp.example.com"}, "PAYWARDEN_CDP_API_URL"),
+        ({"PAYWARDEN_CDP_API_URL": "https://key:secret@api.cdp.example.com"}, "credentials"),
+        ({"PAYWARDEN_CDP_API_URL": "https://api.cdp.example.com/platform?x=1"}, "a query"),
         ({"PAYWARDEN_MASTER_KEY": "0x" + "ab" * 32}, "looks like a private key"),
         ({"PAYWARDEN_MASTER_KEY": "pwmk_short"}, "PAYWARDEN_MASTER_KEY"),
         ({"PAYWARDEN_MASTER_KEY": "pwmk_AAAA"}, "32 bytes"),
@@ -171,3 +178,16 @@ def test_the_approval_poll_interval_is_a_bounded_setting() -> None:
     for bad in ("0", "49", "60001", "often"):
         with pytest.raises(ConfigError, match="PAYWARDEN_APPROVAL_POLL_MS"):
             load_settings(environ={**base, "PAYWARDEN_APPROVAL_POLL_MS": bad})
+
+
+def test_the_cdp_api_is_coinbases_unless_set_and_http_only_on_loopback() -> None:
+    assert (
+        load_settings(environ={"PAYWARDEN_MASTER_KEY": KEY}).cdp_api_url
+        == "https://api.cdp.coinbase.com/platform"
+    )
+    for given, kept in [
+        ("https://cdp.example.com/platform/", "https://cdp.example.com/platform"),
+        ("http://127.0.0.1:9000/platform", "http://127.0.0.1:9000/platform"),
+    ]:
+        settings = load_settings(environ={"PAYWARDEN_MASTER_KEY": KEY, "PAYWARDEN_CDP_API_URL": given})
+        assert settings.cdp_api_url == kept

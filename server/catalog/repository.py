@@ -65,6 +65,13 @@ class CatalogRepository(Repository[CatalogEntry]):
             )
         )
 
+    def listed_pins(self) -> dict[str, frozenset[str]]:
+        """Every listed host and its pinned payees (lower-case; none for a seller that rotates)."""
+        rows = self.session.exec(
+            select(CatalogEntry.host, CatalogEntry.pinned_pay_to).where(self._is_listed())
+        ).all()
+        return {host: frozenset(address.lower() for address in pins or ()) for host, pins in rows}
+
     # -- entries, for operators ---------------------------------------------------------------
 
     def by_id(self, entry_id: str) -> CatalogEntry | None:

@@ -420,6 +420,12 @@ def listed_hosts(session: Session) -> list[str]:
     return CatalogRepository(session).listed_hosts()
 
 
+def listed_pins(session: Session) -> dict[str, frozenset[str]]:
+    """Every listed host with its pinned payees, lower-case (empty for a seller that rotates): what
+    a wallet's own policy can pin (server/wallet_policies/)."""
+    return CatalogRepository(session).listed_pins()
+
+
 def search_listed(
     session: Session,
     terms: Sequence[str],

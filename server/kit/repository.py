@@ -160,6 +160,10 @@ SYSTEM_READS: dict[str, str] = {
     "that signed it, by payer and the nonce derived from the intent",
     "IntentRepository.seller_outcomes": "a seller's reliability is counted over every organisation, and "
     "only totals leave the method, never a row",
+    "WalletRepository.active_cdp": "the wallet policy job keeps every organisation's CDP wallets' own "
+    "policies in step with their agents'",
+    "WalletRepository.any_active_cdp": "a server starting loads the CDP SDK ahead when any organisation "
+    "has a cdp wallet",
     "TokenRepository.purge_expired": "housekeeping deletes expired tokens of every organisation",
     "NotificationRepository.waiting": "the Slack notifier's outbox is one queue for every organisation",
     "NotificationRepository.waiting_account_changes": "the notifier reads passkey news of every "

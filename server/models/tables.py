@@ -65,6 +65,13 @@ class Organization(SQLModel, table=True):
     circuit_window_hours: int = Field(
         default=24, sa_column=Column(Integer, nullable=False, server_default="24")
     )
+    # The organisation's Coinbase CDP credentials (API key id, API key secret, wallet secret):
+    # sealed with the master key under a context only the signers open (server/signers/).
+    cdp_credentials_sealed: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
+    cdp_credentials_key_id: str | None = Field(
+        default=None, max_length=16
+    )  # the master key it is sealed with
+    cdp_connected_at: datetime | None = _ts(nullable=True)
 
 
 class Team(SQLModel, table=True):
@@ -166,6 +173,16 @@ class Wallet(SQLModel, table=True):
     account_name: str | None = Field(default=None, max_length=120)
     created_at: datetime = _ts()
     retired_at: datetime | None = _ts(nullable=True)
+    # A `cdp` wallet's own policy at CDP, compiled from the agent's (server/wallet_policies/): its
+    # id there, the digest and policy version of the document CDP last accepted, and, while CDP
+    # has not taken the document compiled now, the last failure and when it is tried again.
+    cdp_policy_id: str | None = Field(default=None, max_length=64)
+    cdp_policy_digest: str | None = Field(default=None, max_length=64)
+    cdp_policy_version: int | None = None
+    cdp_policy_synced_at: datetime | None = _ts(nullable=True)
+    cdp_policy_error: str | None = Field(default=None, max_length=60)
+    cdp_policy_failures: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default="0"))
+    cdp_policy_retry_at: datetime | None = _ts(nullable=True)
 
 
 class AccessToken(SQLModel, table=True):

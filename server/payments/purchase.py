@@ -75,11 +75,19 @@ from server.policy.service import add_catalog_host
 from server.sellers.client import REDIRECT_STATUSES, SellerClient, SellerRequest, SellerResponse
 from server.sellers.errors import ResponseLost
 from server.settings import Settings
-from server.signers.errors import SignerError, SignRefused
+from server.signers.cdp_api import CdpClientPool
+from server.signers.errors import CdpError, CdpPolicyRefused, SignerError, SignRefused
 from server.signers.intents import SignedTransfer
-from server.vocabulary import ApprovalStatus, HoldReason, IntentStatus
+from server.vocabulary import ApprovalStatus, HoldReason, IntentStatus, WalletMode
+from server.wallets.cdp import record_cdp_policy_refusal, sealed_cdp_credentials
 from server.wallets.master_key import require_current_key
-from server.wallets.service import intent_to_sign, record_sign_refused, signer_for, transfer_request
+from server.wallets.service import (
+    CdpAccess,
+    intent_to_sign,
+    record_sign_refused,
+    signer_for,
+    transfer_request,
+)
 from server.x402.challenge import Challenge
 from server.x402.payment_identifier import CONFLICT_STATUS, declaration, payment_identifier
 from server.x402.selection import Selection
@@ -119,9 +127,11 @@ class PurchaseService:
         chain: ChainService,
         clock: Clock,
         stopping: Stopping | None = None,
+        cdp_clients: CdpClientPool | None = None,
     ) -> None:
         self._db = db
         self._stopping = stopping or Stopping()
+        self._cdp_clients = cdp_clients  # open clients of `cdp` wallets' organisations
         # Once the process is stopping, how long a paid request may still wait for the seller's
         # answer: what the grace period leaves calls, less a second to record it and answer.
         self._answer_after_stop_s = max(calls_grace_seconds(settings.shutdown_grace_seconds) - 1.0, 0.5)
@@ -415,16 +425,28 @@ class PurchaseService:
         (nothing was signed) and raises."""
         try:
             signer = signer_for(
-                wallet, self._settings.master, usdc_by_network=self._settings.assets, clock=self._clock
+                wallet,
+                self._settings.master,
+                usdc_by_network=self._settings.assets,
+                clock=self._clock,
+                cdp=await self._cdp_access(wallet),
             )
             # Checked again against what is signed (the intent's amount, which the signer holds
             # the offer to), not only against the offer.
             check_max(intent.amount_atomic, max_amount_usd)
             signed = await signer.sign_payment(intent_to_sign(intent), transfer_request(selection))
         except SignRefused as refused:
-            await self._db.writing(self._record_refusal, principal, intent.id, wallet, refused)
+            await self._db.writing(self._record_unsigned, principal, intent.id, wallet, refused)
             log.warning("the signer refused %s: %s", intent.id, refused.reason)
             raise
+        except CdpError as refused:
+            # CDP did not sign (its policy refused, it was out of reach, or it refused the request):
+            # the intent fails with CDP's code before anything reaches the seller.
+            await self._db.writing(self._record_unsigned, principal, intent.id, wallet, refused)
+            log.warning(
+                "CDP did not sign %s: %s %s", intent.id, refused.code, refused.extra.get("cdpError", "")
+            )
+            raise type(refused)(**refused.extra, intentId=intent.id) from None
         except (SignerError, ValueError) as exc:
             await self._db.run(
                 self._update,
@@ -528,10 +550,16 @@ class PurchaseService:
             principal, intent, response, challenge, identified=identifier is not None
         )
 
-    def _record_refusal(
-        self, session: Session, principal: Principal, intent_id: str, wallet: Wallet, refused: SignRefused
+    def _record_unsigned(
+        self,
+        session: Session,
+        principal: Principal,
+        intent_id: str,
+        wallet: Wallet,
+        failure: SignRefused | CdpError,
     ) -> None:
-        """A refused signature: the intent fails (nothing was signed) and the wallet's audit says why."""
+        """Nothing was signed (the signer refused, or CDP did not sign): the intent fails with the
+        failure's code, so it stops counting against the caps, and a refusal is a wallet audit event."""
         now = self._clock.now()
         ledger.update_intent(
             session,
@@ -540,10 +568,25 @@ class PurchaseService:
             to=IntentStatus.FAILED,
             now=now,
             event="payment.failed",
-            failure_code="sign_refused",
+            failure_code=failure.code,
         )
-        record_sign_refused(
-            session, wallet=wallet, intent_id=intent_id, refused=refused, actor=principal.actor, now=now
+        if isinstance(failure, SignRefused):
+            record_sign_refused(
+                session, wallet=wallet, intent_id=intent_id, refused=failure, actor=principal.actor, now=now
+            )
+        elif isinstance(failure, CdpPolicyRefused):
+            record_cdp_policy_refusal(
+                session, wallet=wallet, intent_id=intent_id, actor=principal.actor, now=now
+            )
+
+    async def _cdp_access(self, wallet: Wallet) -> CdpAccess | None:
+        """For a `cdp` wallet, how its signer reaches CDP (the organisation's sealed credentials are
+        read now: they may have been replaced since the process started)."""
+        if wallet.mode != WalletMode.CDP:
+            return None
+        sealed = await self._db.reading(sealed_cdp_credentials, org_id=wallet.org_id)
+        return CdpAccess(
+            api_url=self._settings.cdp_api_url, sealed_credentials=sealed, pool=self._cdp_clients
         )
 
     async def _send_paid(self, request: SellerRequest, *, deadline: float, pin: str | None) -> SellerResponse:

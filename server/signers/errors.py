@@ -37,3 +37,39 @@ class SignRefused(PaywardenError):
     def __init__(self, reason: RefusalReason, **extra: object) -> None:
         self.reason = reason
         super().__init__(reason=str(reason), **extra)
+
+
+class InvalidCdpCredentials(PaywardenError):
+    code = "invalid_cdp_credentials"
+    message = (
+        "The CDP credentials are not usable: give the API key id, the API key secret (an Ed25519 "
+        "key in base64, or an EC key in PEM) and the wallet secret (base64), as CDP shows them."
+    )
+
+
+class CdpError(PaywardenError):
+    """Coinbase CDP, which holds a `cdp` wallet's key, did not sign: nothing was signed."""
+
+
+class CdpPolicyRefused(CdpError):
+    code = "cdp_policy_refused"
+    message = (
+        "The wallet's own policy at Coinbase CDP refused to sign this payment, so nothing was signed "
+        "or paid. The agent's page says whether that policy is in step with the agent's."
+    )
+
+
+class CdpUnavailable(CdpError):
+    code = "cdp_unavailable"
+    message = (
+        "Coinbase CDP, which holds this wallet's key, could not be reached or did not answer in time, "
+        "so nothing was signed or paid. Try again later."
+    )
+
+
+class CdpRefused(CdpError):
+    code = "cdp_refused"
+    message = (
+        "Coinbase CDP refused the request (its credentials, the account or the request itself), so "
+        "nothing was signed or paid. `cdpError` names CDP's reason."
+    )

@@ -1,5 +1,7 @@
-"""What the rest of Paywarden may ask of a sealed wallet key: seal one, check that the master key
-opens one, or get a signer for it. None of these hands the key's plaintext back."""
+"""What the rest of Paywarden may ask of a sealed wallet key or sealed CDP credentials: seal them,
+re-seal them under a new master key, check that the master key opens a key, or get a signer (or,
+for CDP, the organisation's accounts and policies) built on them. None of these hands the
+plaintext back."""
 
 from __future__ import annotations
 
@@ -7,8 +9,18 @@ from collections.abc import Mapping
 
 from server.kit.clock import Clock
 from server.kit.crypto import MasterKey, SealError
+from server.signers.cdp import CdpSigner
+from server.signers.cdp_api import CdpAccounts, CdpClientPool, CdpSession
+from server.signers.cdp_credentials import CdpCredentials
 from server.signers.errors import SignerError
-from server.signers.key_material import seal_wallet_key, unseal_wallet_key
+from server.signers.key_material import (
+    seal_cdp_credentials as _seal_credentials,
+)
+from server.signers.key_material import (
+    seal_wallet_key,
+    unseal_cdp_credentials,
+    unseal_wallet_key,
+)
 from server.signers.local_key import LocalKeySigner
 
 
@@ -46,3 +58,44 @@ def local_key_signer(
     except SealError as exc:
         raise SignerError("the wallet key does not open with this master key") from exc
     return LocalKeySigner(private_key, usdc_by_network=usdc_by_network, clock=clock)
+
+
+def seal_cdp_credentials(master: MasterKey, *, org_id: str, credentials: CdpCredentials) -> bytes:
+    return _seal_credentials(master, org_id=org_id, plaintext=credentials.encode())
+
+
+def reseal_cdp_credentials(current: MasterKey, new: MasterKey, *, org_id: str, sealed: bytes) -> bytes:
+    """The organisation's CDP credentials sealed under `new` instead of `current` (the master key's
+    rotation). Raises SealError when `current` does not open them."""
+    return _seal_credentials(
+        new, org_id=org_id, plaintext=unseal_cdp_credentials(current, org_id=org_id, sealed=sealed)
+    )
+
+
+def _credentials(master: MasterKey, *, org_id: str, sealed: bytes) -> CdpCredentials:
+    try:
+        return CdpCredentials.decode(unseal_cdp_credentials(master, org_id=org_id, sealed=sealed))
+    except SealError as exc:
+        raise SignerError("the CDP credentials do not open with this master key") from exc
+
+
+def cdp_accounts(
+    master: MasterKey, *, org_id: str, sealed: bytes, api_url: str, pool: CdpClientPool | None = None
+) -> CdpAccounts:
+    """The organisation's accounts and policies at CDP, reached with its sealed credentials."""
+    return CdpAccounts(_credentials(master, org_id=org_id, sealed=sealed), api_url=api_url, pool=pool)
+
+
+def cdp_signer(
+    master: MasterKey,
+    *,
+    org_id: str,
+    sealed: bytes,
+    address: str,
+    api_url: str,
+    usdc_by_network: Mapping[str, str],
+    clock: Clock,
+    pool: CdpClientPool | None = None,
+) -> CdpSigner:
+    session = CdpSession(_credentials(master, org_id=org_id, sealed=sealed), api_url=api_url, pool=pool)
+    return CdpSigner(session, address=address, usdc_by_network=usdc_by_network, clock=clock)

@@ -10,6 +10,7 @@ from sqlmodel import col, select
 
 from server.kit.repository import Repository, TenantRepository
 from server.models import MasterKeyCheck, Organization, SealedSecret, Wallet
+from server.vocabulary import WalletMode
 from server.wallets.sealed import SealedColumn
 
 
@@ -24,6 +25,51 @@ class WalletRepository(TenantRepository[Wallet]):
             .where(Wallet.org_id == org_id, Wallet.agent_id == agent_id, col(Wallet.retired_at).is_(None))
             .order_by(col(Wallet.created_at).desc())
         )
+
+    def of_agent(self, *, org_id: str, agent_id: str) -> Sequence[Wallet]:
+        """Every wallet the agent ever had, newest first (retired ones too)."""
+        return self._all(
+            self._statement()
+            .where(Wallet.org_id == org_id, Wallet.agent_id == agent_id)
+            .order_by(col(Wallet.created_at).desc())
+        )
+
+    def active_cdp(self) -> Sequence[Wallet]:
+        """Every `cdp` wallet in use, of every organisation, oldest first."""
+        return self._all(
+            self._statement()
+            .where(Wallet.mode == WalletMode.CDP, col(Wallet.retired_at).is_(None))
+            .order_by(col(Wallet.created_at), col(Wallet.id))
+        )
+
+    def active_named(self, *, org_id: str, account_name: str) -> Wallet | None:
+        """The organisation's wallet in use under that CDP account name, if any."""
+        return self._first(
+            self._statement().where(
+                Wallet.org_id == org_id, Wallet.account_name == account_name, col(Wallet.retired_at).is_(None)
+            )
+        )
+
+    def any_active_cdp(self) -> bool:
+        """Whether any organisation has a `cdp` wallet in use."""
+        statement = select(Wallet.id).where(Wallet.mode == WalletMode.CDP, col(Wallet.retired_at).is_(None))
+        return self.session.exec(statement.limit(1)).first() is not None
+
+    def locked(self, *, org_id: str, wallet_id: str) -> Wallet | None:
+        """The wallet, locked to the end of the transaction (PostgreSQL; SQLite's writer is alone)."""
+        return self._first(
+            self._statement().where(Wallet.org_id == org_id, Wallet.id == wallet_id).with_for_update()
+        )
+
+
+class CdpCredentialsRepository(TenantRepository[Organization]):
+    """An organisation's sealed CDP credentials (columns of its row)."""
+
+    model = Organization
+    org_column: ClassVar[str] = "id"
+
+    def of(self, *, org_id: str) -> Organization | None:
+        return self.session.get(Organization, org_id)
 
 
 class MasterKeyCheckRepository(Repository[MasterKeyCheck]):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 
 from sqlmodel import Session
@@ -15,9 +16,10 @@ from server.kit.errors import PaywardenError
 from server.kit.ids import new_id
 from server.models import Agent, PaymentIntent, Wallet
 from server.signers.base import Signer
+from server.signers.cdp_api import CdpClientPool
 from server.signers.errors import SignerError, SignRefused
 from server.signers.intents import AuthorisedIntent, TransferRequest
-from server.signers.loading import local_key_signer, seal_local_key
+from server.signers.loading import cdp_signer, local_key_signer, seal_local_key
 from server.vocabulary import WalletMode
 from server.wallets.master_key import require_current_key
 from server.wallets.repository import WalletRepository
@@ -49,6 +51,37 @@ def active_wallet(session: Session, agent: Agent) -> Wallet | None:
     return WalletRepository(session).active_for_agent(org_id=agent.org_id, agent_id=agent.id)
 
 
+def replace_wallet(
+    session: Session,
+    *,
+    agent: Agent,
+    wallet: Wallet,
+    event: str,
+    data: dict[str, object],
+    actor: str,
+    now: datetime,
+) -> Wallet:
+    """`wallet` becomes the agent's, the one before it retired (kept for the record), in one
+    audit event that says which it replaced."""
+    wallets = WalletRepository(session)
+    previous = wallets.active_for_agent(org_id=agent.org_id, agent_id=agent.id)
+    if previous is not None:
+        previous.retired_at = now
+        wallets.add(previous, flush=False)
+    wallets.add(wallet)
+    audit(
+        session,
+        org_id=agent.org_id,
+        type=event,
+        actor=actor,
+        agent_id=agent.id,
+        subject_id=wallet.id,
+        data={**data, "replaced": previous.id if previous else None},
+        now=now,
+    )
+    return wallet
+
+
 def import_local_key(
     session: Session, *, master: MasterKey, agent: Agent, private_key: bytes, actor: str, now: datetime
 ) -> Wallet:
@@ -56,11 +89,6 @@ def import_local_key(
 
     address = str(Account.from_key(private_key).address)
     require_current_key(session, key_id=master.key_id)
-    wallets = WalletRepository(session)
-    previous = wallets.active_for_agent(org_id=agent.org_id, agent_id=agent.id)
-    if previous is not None:
-        previous.retired_at = now
-        wallets.add(previous, flush=False)
     wallet_id = new_id("wallet")
     wallet = Wallet(
         id=wallet_id,
@@ -72,28 +100,32 @@ def import_local_key(
         sealed_key_id=master.key_id,
         created_at=now,
     )
-    wallets.add(wallet)
-    audit(
-        session,
-        org_id=agent.org_id,
-        type="wallet.imported",
-        actor=actor,
-        agent_id=agent.id,
-        subject_id=wallet.id,
-        data={
-            "address": address,
-            "mode": WalletMode.LOCAL_KEY,
-            "replaced": previous.id if previous else None,
-        },
-        now=now,
+    data: dict[str, object] = {"address": address, "mode": WalletMode.LOCAL_KEY}
+    return replace_wallet(
+        session, agent=agent, wallet=wallet, event="wallet.imported", data=data, actor=actor, now=now
     )
-    return wallet
+
+
+@dataclass(frozen=True)
+class CdpAccess:
+    """How a `cdp` wallet's signer reaches CDP: the API's base URL and the organisation's sealed
+    credentials (None when it has none)."""
+
+    api_url: str
+    sealed_credentials: bytes | None
+    pool: CdpClientPool | None = None  # a server's open clients; None: a client per call
 
 
 def signer_for(
-    wallet: Wallet, master: MasterKey, *, usdc_by_network: Mapping[str, str], clock: Clock
+    wallet: Wallet,
+    master: MasterKey,
+    *,
+    usdc_by_network: Mapping[str, str],
+    clock: Clock,
+    cdp: CdpAccess | None = None,
 ) -> Signer:
-    """The wallet's signer: it signs only an intent the ledger authorised, for the configured USDC."""
+    """The wallet's signer: it signs only an intent the ledger authorised, for the configured USDC.
+    A `cdp` wallet's needs `cdp`, its organisation's way to CDP."""
     if wallet.mode == WalletMode.LOCAL_KEY:
         if wallet.sealed_secret is None:
             raise SignerError("the wallet has no sealed key")
@@ -103,6 +135,19 @@ def signer_for(
             sealed=wallet.sealed_secret,
             usdc_by_network=usdc_by_network,
             clock=clock,
+        )
+    if wallet.mode == WalletMode.CDP:
+        if cdp is None or cdp.sealed_credentials is None:
+            raise SignerError("the organisation has no CDP credentials")
+        return cdp_signer(
+            master,
+            org_id=wallet.org_id,
+            sealed=cdp.sealed_credentials,
+            address=wallet.address,
+            api_url=cdp.api_url,
+            usdc_by_network=usdc_by_network,
+            clock=clock,
+            pool=cdp.pool,
         )
     raise SignerError(f"signing mode {str(wallet.mode)!r} is not available")
 
@@ -135,22 +180,40 @@ def transfer_request(selection: Selection) -> TransferRequest:
     )
 
 
+def audit_wallet(
+    session: Session,
+    *,
+    wallet: Wallet,
+    event: str,
+    data: dict[str, object],
+    actor: str,
+    now: datetime,
+    subject_id: str | None = None,
+) -> None:
+    """An audit event about the wallet: `data` and the wallet's public facts (id, address, mode),
+    never a key. Its subject is the wallet unless another is named (a payment's intent)."""
+    audit(
+        session,
+        org_id=wallet.org_id,
+        type=event,
+        actor=actor,
+        agent_id=wallet.agent_id,
+        subject_id=subject_id or wallet.id,
+        data={**data, "wallet": wallet.id, "address": wallet.address, "mode": wallet.mode},
+        now=now,
+    )
+
+
 def record_sign_refused(
     session: Session, *, wallet: Wallet, intent_id: str, refused: SignRefused, actor: str, now: datetime
 ) -> None:
     """The audit event of a refused signature: the reason and the wallet's public address, no more."""
-    audit(
+    audit_wallet(
         session,
-        org_id=wallet.org_id,
-        type="wallet.sign_refused",
+        wallet=wallet,
+        event="wallet.sign_refused",
+        data={"reason": str(refused.reason)},
         actor=actor,
-        agent_id=wallet.agent_id,
-        subject_id=intent_id,
-        data={
-            "reason": str(refused.reason),
-            "wallet": wallet.id,
-            "address": wallet.address,
-            "mode": wallet.mode,
-        },
         now=now,
+        subject_id=intent_id,
     )

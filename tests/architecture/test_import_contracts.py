@@ -85,3 +85,17 @@ def test_loading_the_server_loads_no_passkey_library() -> None:
         [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True
     )
     assert loaded.stdout.strip() == "[]"
+
+
+def test_loading_the_server_loads_no_cdp_sdk() -> None:
+    """cdp-sdk takes seconds of CPU to import (its API client loads every model it has): a server
+    loads it, in a worker thread, only once it starts with a `cdp` wallet in the database or a
+    first CDP call needs it (server/signers/cdp_api.py)."""
+    probe = (
+        "import sys, server.app;"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in {'cdp', 'aiohttp'}))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True
+    )
+    assert loaded.stdout.strip() == "[]"

@@ -1,6 +1,6 @@
-"""Only the signer reaches a wallet's key: no other module imports its key module (an import
-contract that catches one that does), no other code calls the unseal of a wallet key, and the
-master key's general `open` refuses a wallet key's context."""
+"""Only the signer reaches a wallet's key or an organisation's CDP credentials: no other module
+imports its key module (an import contract that catches one that does), no other code calls the
+unseal of either, and the master key's general `open` refuses both contexts."""
 
 from __future__ import annotations
 
@@ -11,14 +11,22 @@ from pathlib import Path
 import pytest
 
 from server.kit.crypto import MasterKey, SealError
-from server.signers.key_material import seal_wallet_key, unseal_wallet_key, wallet_context
-from server.signers.loading import opens_wallet_key
+from server.kit.ids import new_id
+from server.signers.cdp_credentials import CdpCredentials
+from server.signers.key_material import (
+    cdp_credentials_context,
+    seal_wallet_key,
+    unseal_cdp_credentials,
+    unseal_wallet_key,
+    wallet_context,
+)
+from server.signers.loading import opens_wallet_key, seal_cdp_credentials
 from tests.architecture.test_import_contracts import _copy_of_the_code, _lint
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTRACT = "Only the signer opens a wallet key: no other module imports its key material"
-# The calls that return a wallet key's plaintext.
-UNSEAL_CALL = re.compile(r"\b(unseal_wallet_key|_open_signer_secret)\s*\(")
+# The calls that return a wallet key's or CDP credentials' plaintext.
+UNSEAL_CALL = re.compile(r"\b(unseal_wallet_key|unseal_cdp_credentials|_open_signer_secret)\s*\(")
 SIGNER = ROOT / "server" / "signers"
 
 
@@ -50,8 +58,12 @@ def test_only_the_signers_key_module_names_a_wallet_keys_context() -> None:
 
 
 def test_only_a_signer_backend_hands_typed_data_to_a_key() -> None:
-    # The backend signs what server/signers/authorisation.py built; no other code signs typed data.
-    assert _calls(re.compile(r"\.sign_typed_data\s*\(")) == {"server/signers/local_key.py"}
+    # The backend signs what server/signers/authorisation.py built; no other code signs typed data
+    # (the `cdp` backend asks CDP to, with the key CDP holds).
+    assert _calls(re.compile(r"\.sign_typed_data\s*\(")) == {
+        "server/signers/local_key.py",
+        "server/signers/cdp.py",
+    }
 
 
 def test_the_contract_lists_every_package_but_the_signers() -> None:
@@ -90,3 +102,19 @@ def test_the_master_keys_open_refuses_a_wallet_key() -> None:
         unseal_wallet_key(master, wallet_id="wal_2", sealed=sealed)
     assert opens_wallet_key(master, wallet_id="wal_1", sealed=sealed)
     assert not opens_wallet_key(MasterKey.generate(), wallet_id="wal_1", sealed=sealed)
+
+
+def test_the_master_keys_open_refuses_cdp_credentials() -> None:
+    master = MasterKey.generate()
+    credentials = CdpCredentials("organizations/o/apiKeys/k", "api-secret", "wallet-secret")
+    sealed = seal_cdp_credentials(master, org_id="org_1", credentials=credentials)
+
+    with pytest.raises(SealError, match="only in the signer"):
+        master.open(sealed, context=cdp_credentials_context("org_1"))
+    assert CdpCredentials.decode(unseal_cdp_credentials(master, org_id="org_1", sealed=sealed)) == credentials
+    with pytest.raises(SealError):
+        unseal_cdp_credentials(master, org_id="org_2", sealed=sealed)
+    # No wallet's context is an organisation's (ids hold no `/`).
+    assert wallet_context(new_id("wallet")) != cdp_credentials_context("org_1")
+    assert "api-secret" not in repr(credentials)
+    assert "wallet-secret" not in repr(credentials)

@@ -77,7 +77,7 @@ from server.vocabulary import (
     RuleScope,
     RuleWindow,
 )
-from server.wallets.repository import WalletRepository
+from server.wallets.repository import CdpCredentialsRepository, WalletRepository
 from tests.support.ledger import PAYER, USDC, facts, reserve_now
 from tests.support.paywarden import settings_for
 from tests.support.soft_authenticator import SoftAuthenticator
@@ -274,6 +274,7 @@ class Case:
 
 CASES = [
     Case("organisation", OrganizationRepository, lambda s, w: w.a1.org_id, agent_owned=False),
+    Case("CDP credentials", CdpCredentialsRepository, lambda s, w: w.a1.org_id, agent_owned=False),
     Case("team", TeamRepository, lambda s, w: w.team_id, agent_owned=False),
     Case("member", MemberRepository, lambda s, w: w.member_id, agent_owned=False),
     Case("agent", AgentRepository, lambda s, w: w.a1.agent_id, agent_owned=True),

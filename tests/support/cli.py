@@ -86,15 +86,17 @@ def run_cli(
     public_url: str = "http://127.0.0.1:8402",
     master_key: str | None = TEST_MASTER_KEY,
     env: Mapping[str, str] | None = None,
+    input: str | None = None,
 ) -> CliResult:
-    """A command in this process (typer's runner); `master_key=None` unsets PAYWARDEN_MASTER_KEY."""
+    """A command in this process (typer's runner); `master_key=None` unsets PAYWARDEN_MASTER_KEY;
+    `input` is its standard input."""
     environ: dict[str, str | None] = {
         "PAYWARDEN_DATABASE_URL": database_url,
         "PAYWARDEN_MASTER_KEY": master_key,
         "PAYWARDEN_PUBLIC_URL": public_url,
         **(env or {}),
     }
-    result = CliRunner().invoke(app, list(args), env=environ, catch_exceptions=False)
+    result = CliRunner().invoke(app, list(args), env=environ, catch_exceptions=False, input=input)
     return CliResult(result.exit_code, result.stdout, result.stderr)
 
 

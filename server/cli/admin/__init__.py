@@ -21,6 +21,7 @@ from server.cli.admin import (
     team,
     token,
     wallet,
+    wallet_cdp,
 )
 from server.cli.output import command_group
 
@@ -32,6 +33,7 @@ app = command_group(
 app.add_typer(org.app, name="org")
 app.add_typer(agent.app, name="agent")
 app.add_typer(policy.app, name="policy")
+wallet_cdp.register(wallet.app)
 app.add_typer(wallet.app, name="wallet")
 app.add_typer(token.app, name="token")
 app.add_typer(client.app, name="client")

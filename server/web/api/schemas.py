@@ -525,7 +525,10 @@ class WalletDocument(Document):
     agentId: str
     network: str
     address: str | None = Field(description="The wallet's address; null when the agent has none.")
-    mode: WalletMode | None = Field(description="How it signs; its key never leaves the server.")
+    mode: WalletMode | None = Field(
+        description="How it signs: `local_key`, a key sealed in Paywarden; `cdp`, a key kept at Coinbase "
+        "CDP. The key is never returned."
+    )
     balanceUsd: str | None = Field(
         description="Its USDC balance read from the chain now; null when unreadable."
     )

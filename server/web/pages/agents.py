@@ -9,7 +9,7 @@ first: `/account/sudo?next=` this page."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -43,8 +43,10 @@ from server.policy.rulebook import rules_for_agent
 from server.policy.rules import Rule
 from server.policy.service import InvalidPolicy, PolicySettings, SudoRequired, narrow_policy, update_policy
 from server.tenancy.service import AgentNotFound, agent_with_policy, get_agent
-from server.vocabulary import SUPPORTED_NETWORKS, Role
+from server.vocabulary import SUPPORTED_NETWORKS, Role, WalletMode
+from server.wallet_policies.sync import WalletPolicyWork, wallet_work
 from server.wallets.service import active_wallet
+from server.web.pages.cdp_wallet import cdp_wallet_view
 from server.web.pages.common import PageHandler, Visit
 from server.web.pages.policy_changes import ChangeView, latest_views
 from server.web.pages.sudo import has_fresh_sudo, sudo_url
@@ -109,23 +111,32 @@ class AgentView:
     tokens: list[LiveToken]
     day_cap_atomic: int  # the most one day's payments can take: less in the wallet is a warning
     changes: list[ChangeView]  # the policy changes the agent asked for lately, newest first
+    cdp: WalletPolicyWork | None  # a `cdp` wallet's policy compiled now, and how to reach CDP
 
 
-def _agent_view(session: Session, signed_in: SignedIn, agent_id: str, now: datetime) -> AgentView:
-    """Everything the page shows of the agent but its balance (that is the chain's to say)."""
+def _agent_view(
+    session: Session, signed_in: SignedIn, agent_id: str, now: datetime, usdc_by_network: Mapping[str, str]
+) -> AgentView:
+    """Everything the page shows of the agent but its balance (that is the chain's to say) and what
+    CDP holds for a `cdp` wallet (CDP's)."""
     principal = signed_in.principal
     agent, policy = agent_with_policy(session, principal, agent_id)
     rules = rules_for_agent(session, agent, now=now)
+    wallet = active_wallet(session, agent)
+    cdp = None
+    if wallet is not None and wallet.mode == WalletMode.CDP:
+        cdp = wallet_work(session, agent, policy, wallet, usdc_by_network=usdc_by_network)
     return AgentView(
         agent=agent,
         policy=policy,
         rules=rules,
-        wallet=active_wallet(session, agent),
+        wallet=wallet,
         payments=ledger.newest(session, principal, agent_id=agent.id, limit=RECENT_PAYMENTS, status=None),
         findings=recent_findings(session, principal, agent_id=agent.id, now=now),
         tokens=live_tokens(session, principal, org_id=agent.org_id, agent_id=agent.id, now=now),
         day_cap_atomic=day_cap_atomic(agent, policy, rules, now=now),
         changes=latest_views(session, signed_in, now, agent_id=agent.id, limit=RECENT_CHANGES),
+        cdp=cdp,
     )
 
 
@@ -281,8 +292,22 @@ async def _render(
 ) -> Response:
     services = visit.services
     signed_in = visit.member
-    view = await services.db.reading(_agent_view, signed_in, agent_id, services.clock.now())
-    balance = await _balance(visit, view)
+    view = await services.db.reading(
+        _agent_view, signed_in, agent_id, services.clock.now(), services.settings.assets
+    )
+    found: dict[str, Any] = {}
+
+    async def read_balance() -> None:
+        found["balance"] = await _balance(visit, view)
+
+    async def check_cdp() -> None:
+        if view.cdp is not None:
+            found["cdp"] = await cdp_wallet_view(view.cdp, reach=services.cdp)
+
+    async with anyio.create_task_group() as both:  # each bounded: the chain's 3 s, CDP's 3 s
+        both.start_soon(read_balance)
+        both.start_soon(check_cdp)
+    balance = found["balance"]
     state = state or PageState()
     done = visit.request.query_params.get("done")
     return visit.render(
@@ -296,6 +321,7 @@ async def _render(
             "low_balance": balance is not None and balance < view.day_cap_atomic,
             "day_cap": format_usd(view.day_cap_atomic, atomic=True),
             "wallet_url": address_url(view.agent.network, view.wallet.address) if view.wallet else None,
+            "cdp": found.get("cdp"),
             "values": state.values or form_values(view.policy),
             "errors": state.errors,
             "issued": state.issued,
