@@ -158,6 +158,8 @@ SYSTEM_READS: dict[str, str] = {
     "that signed it, by payer and the nonce derived from the intent",
     "IntentRepository.seller_outcomes": "a seller's reliability is counted over every organisation, and "
     "only totals leave the method, never a row",
+    "WalletRepository.current_with_address": "a sweep never drains an address that is still some "
+    "agent's current wallet, in any organisation (the same key imported twice)",
     "TokenRepository.purge_expired": "housekeeping deletes expired tokens of every organisation",
     "NotificationRepository.waiting": "the Slack notifier's outbox is one queue for every organisation",
     "NotificationRepository.waiting_account_changes": "the notifier reads passkey news of every "

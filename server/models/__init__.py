@@ -33,6 +33,7 @@ from server.models.tables import (
     StepUp,
     Team,
     Wallet,
+    WalletSweep,
     WebAuthnChallenge,
     WebSession,
 )
@@ -66,6 +67,7 @@ __all__ = [
     "StepUp",
     "Team",
     "Wallet",
+    "WalletSweep",
     "WebAuthnChallenge",
     "WebSession",
     "metadata",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from sqlmodel import col, select
+from sqlmodel import col, func, select
 
 from server.kit.repository import Repository, TenantRepository
 from server.models import MasterKeyCheck, Organization, SealedSecret, Wallet
@@ -23,6 +23,33 @@ class WalletRepository(TenantRepository[Wallet]):
             self._statement()
             .where(Wallet.org_id == org_id, Wallet.agent_id == agent_id, col(Wallet.retired_at).is_(None))
             .order_by(col(Wallet.created_at).desc())
+        )
+
+    def of_agent(self, *, org_id: str, agent_id: str) -> Sequence[Wallet]:
+        """Every wallet the agent ever had, newest first: the current one, then the retired."""
+        return self._all(
+            self._statement()
+            .where(Wallet.org_id == org_id, Wallet.agent_id == agent_id)
+            .order_by(col(Wallet.created_at).desc(), col(Wallet.id).desc())
+        )
+
+    def retired_with_address(self, *, org_id: str, agent_id: str, address: str) -> Wallet | None:
+        """A retired wallet of the agent that paid from `address`."""
+        return self._first(
+            self._statement().where(
+                Wallet.org_id == org_id,
+                Wallet.agent_id == agent_id,
+                func.lower(Wallet.address) == address.lower(),
+                col(Wallet.retired_at).is_not(None),
+            )
+        )
+
+    def current_with_address(self, address: str) -> Sequence[Wallet]:
+        """Wallets of any organisation that pay from `address` now (one key imported twice)."""
+        return self._all(
+            self._statement().where(
+                func.lower(Wallet.address) == address.lower(), col(Wallet.retired_at).is_(None)
+            )
         )
 
 

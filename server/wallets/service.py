@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 
 from sqlmodel import Session
@@ -11,13 +12,14 @@ from sqlmodel import Session
 from server.audit.service import record as audit
 from server.kit.clock import Clock
 from server.kit.crypto import MasterKey
+from server.kit.db import lock_org
 from server.kit.errors import PaywardenError
 from server.kit.ids import new_id
 from server.models import Agent, PaymentIntent, Wallet
 from server.signers.base import Signer
 from server.signers.errors import SignerError, SignRefused
 from server.signers.intents import AuthorisedIntent, TransferRequest
-from server.signers.loading import local_key_signer, seal_local_key
+from server.signers.loading import generate_local_key, local_key_signer, seal_local_key
 from server.vocabulary import WalletMode
 from server.wallets.master_key import require_current_key
 from server.wallets.repository import WalletRepository
@@ -49,45 +51,98 @@ def active_wallet(session: Session, agent: Agent) -> Wallet | None:
     return WalletRepository(session).active_for_agent(org_id=agent.org_id, agent_id=agent.id)
 
 
-def import_local_key(
-    session: Session, *, master: MasterKey, agent: Agent, private_key: bytes, actor: str, now: datetime
-) -> Wallet:
-    from eth_account import Account
+def is_retired_payer(session: Session, agent: Agent, payer: str) -> bool:
+    """Whether `payer` is a wallet the agent no longer pays from (rotated away), and not its
+    current one too (a key imported again)."""
+    current = active_wallet(session, agent)
+    if current is not None and current.address.lower() == payer.lower():
+        return False
+    wallets = WalletRepository(session)
+    return wallets.retired_with_address(org_id=agent.org_id, agent_id=agent.id, address=payer) is not None
 
-    address = str(Account.from_key(private_key).address)
-    require_current_key(session, key_id=master.key_id)
+
+@dataclass(frozen=True)
+class NewWallet:
+    """A wallet made ready for an agent before the transaction that gives it: its id, how it signs,
+    its address, and its key sealed for that id (local_key) or its account's name (cdp)."""
+
+    id: str
+    mode: WalletMode
+    address: str
+    sealed_secret: bytes | None
+    sealed_key_id: str | None
+    account_name: str | None = None
+
+
+def new_local_wallet(master: MasterKey, *, private_key: bytes | None) -> NewWallet:
+    """A local_key wallet: the key given (already parsed), or a new one made and sealed here."""
+    wallet_id = new_id("wallet")
+    if private_key is None:
+        generated = generate_local_key(master, wallet_id=wallet_id)
+        address, sealed = generated.address, generated.sealed
+    else:
+        from eth_account import Account
+
+        address = str(Account.from_key(private_key).address)
+        sealed = seal_local_key(master, wallet_id=wallet_id, private_key=private_key)
+    return NewWallet(wallet_id, WalletMode.LOCAL_KEY, address, sealed, master.key_id)
+
+
+@dataclass(frozen=True)
+class Installed:
+    wallet: Wallet
+    previous: Wallet | None  # the wallet it replaced, retired now
+
+
+def install_wallet(
+    session: Session, *, master: MasterKey, agent: Agent, new: NewWallet, now: datetime
+) -> Installed:
+    """`new` becomes the agent's wallet and the one it had (if any) is retired, under the
+    organisation's lock: a reservation, which takes the same lock, sees one or the other."""
+    lock_org(session, agent.org_id)
+    if new.sealed_secret is not None:
+        require_current_key(session, key_id=master.key_id)
     wallets = WalletRepository(session)
     previous = wallets.active_for_agent(org_id=agent.org_id, agent_id=agent.id)
     if previous is not None:
         previous.retired_at = now
         wallets.add(previous, flush=False)
-    wallet_id = new_id("wallet")
     wallet = Wallet(
-        id=wallet_id,
+        id=new.id,
         org_id=agent.org_id,
         agent_id=agent.id,
-        mode=WalletMode.LOCAL_KEY,
-        address=address,
-        sealed_secret=seal_local_key(master, wallet_id=wallet_id, private_key=private_key),
-        sealed_key_id=master.key_id,
+        mode=new.mode,
+        address=new.address,
+        sealed_secret=new.sealed_secret,
+        sealed_key_id=new.sealed_key_id,
+        account_name=new.account_name,
         created_at=now,
     )
     wallets.add(wallet)
+    return Installed(wallet, previous)
+
+
+def import_local_key(
+    session: Session, *, master: MasterKey, agent: Agent, private_key: bytes, actor: str, now: datetime
+) -> Wallet:
+    new = new_local_wallet(master, private_key=private_key)
+    installed = install_wallet(session, master=master, agent=agent, new=new, now=now)
+    previous = installed.previous
     audit(
         session,
         org_id=agent.org_id,
         type="wallet.imported",
         actor=actor,
         agent_id=agent.id,
-        subject_id=wallet.id,
+        subject_id=new.id,
         data={
-            "address": address,
+            "address": new.address,
             "mode": WalletMode.LOCAL_KEY,
             "replaced": previous.id if previous else None,
         },
         now=now,
     )
-    return wallet
+    return installed.wallet
 
 
 def signer_for(
