@@ -27,6 +27,7 @@ PREFIXES = {
     "step_up": "stp",
     "change": "chg",
     "circuit": "scb",
+    "sweep": "swp",
 }
 
 

@@ -156,6 +156,8 @@ SYSTEM_READS: dict[str, str] = {
     "IntentRepository.settlement_due": "the settlement checker reads due intents of every organisation",
     "IntentRepository.by_payer_nonce": "the chain watch matches a transfer seen on chain to the intent "
     "that signed it, by payer and the nonce derived from the intent",
+    "IntentRepository.open_from_payer": "a sweep waits for every payment from the wallet's address, "
+    "in any organisation, that may still move money",
     "IntentRepository.seller_outcomes": "a seller's reliability is counted over every organisation, and "
     "only totals leave the method, never a row",
     "WalletRepository.current_with_address": "a sweep never drains an address that is still some "

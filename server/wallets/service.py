@@ -51,6 +51,16 @@ def active_wallet(session: Session, agent: Agent) -> Wallet | None:
     return WalletRepository(session).active_for_agent(org_id=agent.org_id, agent_id=agent.id)
 
 
+def wallets_of(session: Session, agent: Agent) -> list[Wallet]:
+    """Every wallet the agent had, newest first: its current one, then the retired ones."""
+    return list(WalletRepository(session).of_agent(org_id=agent.org_id, agent_id=agent.id))
+
+
+def pays_for_another_agent(session: Session, *, address: str, agent: Agent) -> bool:
+    """Whether `address` is the current wallet of another agent, of any organisation."""
+    return any(wallet.agent_id != agent.id for wallet in WalletRepository(session).current_with_address(address))
+
+
 def is_retired_payer(session: Session, agent: Agent, payer: str) -> bool:
     """Whether `payer` is a wallet the agent no longer pays from (rotated away), and not its
     current one too (a key imported again)."""

@@ -1,0 +1,116 @@
+"""Putting a signed EIP-3009 authorisation on the chain: the token's `transferWithAuthorization`
+call, and a transaction carrying it, signed by whoever pays its gas.
+
+Paywarden's wallets sign only authorisations, never transactions; a payment's authorisation is
+submitted by the seller's facilitator. A sweep has no facilitator: the operator names a funded
+account (its key in a variable they name, held by the command that uses it and never stored),
+which signs the transaction here; or the operator submits the calldata themselves. Either way the
+authorisation moves exactly what it says, once: its nonce can be used only once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from eth_hash.auto import keccak
+
+from server.chain.rpc import JsonRpc, RpcError
+from server.x402.transfer_authorization import TransferAuthorization
+
+# Circle's FiatTokenV2 signature with (v, r, s): every USDC version has this one.
+TRANSFER_WITH_AUTHORIZATION = (
+    "0x"
+    + keccak(
+        b"transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,uint8,bytes32,bytes32)"
+    ).hex()[:8]
+)
+GAS_MARGIN = 1.25  # over the node's estimate: a block's state may differ a little from the estimate's
+
+
+def _word(value: int | bytes) -> str:
+    raw = value if isinstance(value, bytes) else value.to_bytes(32, "big")
+    return raw.rjust(32, b"\x00").hex()
+
+
+def _address(address: str) -> bytes:
+    return bytes.fromhex(address.lower().removeprefix("0x"))
+
+
+def transfer_calldata(authorization: TransferAuthorization, signature: str) -> str:
+    """`transferWithAuthorization(from, to, value, validAfter, validBefore, nonce, v, r, s)`."""
+    raw = bytes.fromhex(signature.removeprefix("0x"))
+    if len(raw) != 65:
+        raise ValueError("a signature is 65 bytes")
+    r, s, v = raw[:32], raw[32:64], raw[64]
+    v = v + 27 if v < 27 else v
+    return TRANSFER_WITH_AUTHORIZATION + "".join(
+        _word(part)
+        for part in (
+            _address(authorization.payer),
+            _address(authorization.pay_to),
+            authorization.value,
+            authorization.valid_after,
+            authorization.valid_before,
+            bytes.fromhex(authorization.nonce.removeprefix("0x")),
+            v,
+            r,
+            s,
+        )
+    )
+
+
+@dataclass(frozen=True)
+class SignedTransaction:
+    raw: str  # 0x-prefixed hex, as eth_sendRawTransaction takes it
+    tx_hash: str  # known before it is sent: the hash of `raw`
+    sender: str
+
+
+def _quantity(value: Any) -> int:
+    if not isinstance(value, str) or not value.startswith("0x"):
+        raise RpcError("not a hex quantity")
+    return int(value, 16)
+
+
+class GasPayer:
+    """An account that pays a transaction's gas: its key lives in this object, for this command."""
+
+    def __init__(self, private_key: bytes) -> None:
+        from eth_account import Account
+
+        self._account = Account.from_key(private_key)
+
+    @property
+    def address(self) -> str:
+        return str(self._account.address)
+
+    async def sign_call(self, rpc: JsonRpc, *, chain_id: int, to: str, data: str) -> SignedTransaction:
+        """A transaction calling `to` with `data`, at the account's next nonce and today's fees.
+
+        The gas is the node's estimate, so a call that would revert now (an authorisation already
+        used, a balance gone) raises RpcRefused here and nothing is signed."""
+        call = {"from": self.address, "to": to, "data": data}
+        gas = _quantity(await rpc.call("eth_estimateGas", [call]))
+        nonce = _quantity(await rpc.call("eth_getTransactionCount", [self.address, "pending"]))
+        block = await rpc.call("eth_getBlockByNumber", ["latest", False])
+        base_fee = _quantity(block.get("baseFeePerGas") if isinstance(block, dict) else None)
+        tip = _quantity(await rpc.call("eth_maxPriorityFeePerGas", []))
+        signed = self._account.sign_transaction(
+            {
+                "type": 2,
+                "chainId": chain_id,
+                "nonce": nonce,
+                "to": to,
+                "value": 0,
+                "data": data,
+                "gas": int(gas * GAS_MARGIN),
+                "maxPriorityFeePerGas": tip,
+                "maxFeePerGas": 2 * base_fee + tip,
+            }
+        )
+        return SignedTransaction(
+            raw="0x" + bytes(signed.raw_transaction).hex(),
+            tx_hash="0x" + bytes(signed.hash).hex(),
+            sender=self.address,
+        )
