@@ -25,13 +25,15 @@ class RpcOutage:
             def do_POST(self) -> None:  # the JSON-RPC verb
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 calls = json.loads(body)
-                methods = {str(call.get("method")) for call in (calls if isinstance(calls, list) else [calls])}
+                calls = calls if isinstance(calls, list) else [calls]
+                methods = {str(call.get("method")) for call in calls}
                 if methods & outage.down_for:
                     outage.refused.update(methods & outage.down_for)
                     self.send_response(503)
                     self.end_headers()
                     return
-                answer = httpx.post(outage.upstream, content=body, headers={"content-type": "application/json"})
+                json_body = {"content-type": "application/json"}
+                answer = httpx.post(outage.upstream, content=body, headers=json_body)
                 self.send_response(answer.status_code)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(answer.content)))

@@ -56,7 +56,7 @@ class SweepChain:
                 "address": Web3.to_checksum_address(self.token.address),
                 "fromBlock": 0,
                 "toBlock": "latest",
-                "topics": [TRANSFER_TOPIC, address_topic(frm), address_topic(to)],  # type: ignore[list-item]
+                "topics": [TRANSFER_TOPIC, address_topic(frm), address_topic(to)],
             }
         )
         return ["0x" + bytes(log["transactionHash"]).hex() for log in logs]
@@ -67,7 +67,7 @@ class SweepChain:
                 "address": Web3.to_checksum_address(self.token.address),
                 "fromBlock": 0,
                 "toBlock": "latest",
-                "topics": [TRANSFER_TOPIC, address_topic(frm)],  # type: ignore[list-item]
+                "topics": [TRANSFER_TOPIC, address_topic(frm)],
             }
         )
         return ["0x" + bytes(log["transactionHash"]).hex() for log in logs]
@@ -87,14 +87,32 @@ def wallet_command(
     return run_cli(db.url, "admin", "wallet", *args, env={**chain.environ(), **(env or {})})
 
 
-def rotated_agent(db: Database, chain: SweepChain, *, funded_atomic: int = 10_000_000) -> RotatedAgent:
-    """An agent given a wallet holding `funded_atomic` of the token, then rotated to a new key made
-    by Paywarden, as an operator does it."""
+@dataclass(frozen=True)
+class FundedAgent:
+    setup: AgentSetup
+    address: str  # its wallet's
+    funded_atomic: int
+
+
+def funded_agent(db: Database, chain: SweepChain, *, funded_atomic: int = 10_000_000) -> FundedAgent:
+    """An agent whose wallet holds `funded_atomic` of the token."""
     account = Account.create()
     chain.token.mint(account.address, funded_atomic)
     setup = make_agent(
         db, chain.settings(db), allow_hosts=["127.0.0.1"], wallet_key=private_key_hex(account.key)
     )
-    rotated = wallet_command(db, chain, "rotate", "--agent", setup.agent_id, "--json").json()
-    assert rotated["retiredAddress"] == account.address
-    return RotatedAgent(setup, rotated["retiredWalletId"], account.address, rotated["address"], funded_atomic)
+    return FundedAgent(setup, account.address, funded_atomic)
+
+
+def rotate(db: Database, chain: SweepChain, funded: FundedAgent) -> RotatedAgent:
+    """`paywarden admin wallet rotate`, to a key Paywarden makes."""
+    rotated = wallet_command(db, chain, "rotate", "--agent", funded.setup.agent_id, "--json").json()
+    assert rotated["retiredAddress"] == funded.address
+    return RotatedAgent(
+        funded.setup, rotated["retiredWalletId"], funded.address, rotated["address"], funded.funded_atomic
+    )
+
+
+def rotated_agent(db: Database, chain: SweepChain, *, funded_atomic: int = 10_000_000) -> RotatedAgent:
+    """An agent given a funded wallet, then rotated to a new key, as an operator does it."""
+    return rotate(db, chain, funded_agent(db, chain, funded_atomic=funded_atomic))

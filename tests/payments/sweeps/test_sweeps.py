@@ -7,7 +7,6 @@ the agent's current wallet."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pytest
 from sqlmodel import col, select
@@ -22,8 +21,8 @@ pytestmark = pytest.mark.chain
 
 
 @pytest.fixture
-def chain(anvil: Anvil, test_usdc: TestToken) -> Iterator[SweepChain]:
-    yield SweepChain(anvil, test_usdc, anvil.rpc_url)
+def chain(anvil: Anvil, test_usdc: TestToken) -> SweepChain:
+    return SweepChain(anvil, test_usdc, anvil.rpc_url)
 
 
 def _sweeps(db: Database, agent_id: str) -> list[WalletSweep]:
