@@ -1,5 +1,6 @@
-"""Putting a signed EIP-3009 authorisation on the chain: the token's `transferWithAuthorization`
-call, and a transaction carrying it, signed by whoever pays its gas.
+"""Putting a signed EIP-3009 authorisation on the chain: a transaction carrying the token's
+`transferWithAuthorization` call (server/x402/transfer_authorization.py), signed by whoever pays
+its gas.
 
 Paywarden's wallets sign only authorisations, never transactions; a payment's authorisation is
 submitted by the seller's facilitator. A sweep has no facilitator: the operator names a funded
@@ -13,51 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from eth_hash.auto import keccak
-
 from server.chain.rpc import JsonRpc, RpcError
-from server.x402.transfer_authorization import TransferAuthorization
 
-# Circle's FiatTokenV2 signature with (v, r, s): every USDC version has this one.
-TRANSFER_WITH_AUTHORIZATION = (
-    "0x"
-    + keccak(
-        b"transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,uint8,bytes32,bytes32)"
-    ).hex()[:8]
-)
 GAS_MARGIN = 1.25  # over the node's estimate: a block's state may differ a little from the estimate's
-
-
-def _word(value: int | bytes) -> str:
-    raw = value if isinstance(value, bytes) else value.to_bytes(32, "big")
-    return raw.rjust(32, b"\x00").hex()
-
-
-def _address(address: str) -> bytes:
-    return bytes.fromhex(address.lower().removeprefix("0x"))
-
-
-def transfer_calldata(authorization: TransferAuthorization, signature: str) -> str:
-    """`transferWithAuthorization(from, to, value, validAfter, validBefore, nonce, v, r, s)`."""
-    raw = bytes.fromhex(signature.removeprefix("0x"))
-    if len(raw) != 65:
-        raise ValueError("a signature is 65 bytes")
-    r, s, v = raw[:32], raw[32:64], raw[64]
-    v = v + 27 if v < 27 else v
-    return TRANSFER_WITH_AUTHORIZATION + "".join(
-        _word(part)
-        for part in (
-            _address(authorization.payer),
-            _address(authorization.pay_to),
-            authorization.value,
-            authorization.valid_after,
-            authorization.valid_before,
-            bytes.fromhex(authorization.nonce.removeprefix("0x")),
-            v,
-            r,
-            s,
-        )
-    )
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,9 @@ def wallets_of(session: Session, agent: Agent) -> list[Wallet]:
 
 def pays_for_another_agent(session: Session, *, address: str, agent: Agent) -> bool:
     """Whether `address` is the current wallet of another agent, of any organisation."""
-    return any(wallet.agent_id != agent.id for wallet in WalletRepository(session).current_with_address(address))
+    return any(
+        wallet.agent_id != agent.id for wallet in WalletRepository(session).current_with_address(address)
+    )
 
 
 def is_retired_payer(session: Session, agent: Agent, payer: str) -> bool:

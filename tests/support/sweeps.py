@@ -94,12 +94,24 @@ class FundedAgent:
     funded_atomic: int
 
 
-def funded_agent(db: Database, chain: SweepChain, *, funded_atomic: int = 10_000_000) -> FundedAgent:
-    """An agent whose wallet holds `funded_atomic` of the token."""
+def funded_agent(
+    db: Database,
+    chain: SweepChain,
+    *,
+    funded_atomic: int = 10_000_000,
+    org_id: str | None = None,
+    name: str = "agent",
+) -> FundedAgent:
+    """An agent (in a new organisation unless `org_id`) whose wallet holds `funded_atomic` of the token."""
     account = Account.create()
     chain.token.mint(account.address, funded_atomic)
     setup = make_agent(
-        db, chain.settings(db), allow_hosts=["127.0.0.1"], wallet_key=private_key_hex(account.key)
+        db,
+        chain.settings(db),
+        allow_hosts=["127.0.0.1"],
+        wallet_key=private_key_hex(account.key),
+        org_id=org_id,
+        name=name,
     )
     return FundedAgent(setup, account.address, funded_atomic)
 
@@ -113,6 +125,21 @@ def rotate(db: Database, chain: SweepChain, funded: FundedAgent) -> RotatedAgent
     )
 
 
-def rotated_agent(db: Database, chain: SweepChain, *, funded_atomic: int = 10_000_000) -> RotatedAgent:
+def rotated_agent(
+    db: Database,
+    chain: SweepChain,
+    *,
+    funded_atomic: int = 10_000_000,
+    org_id: str | None = None,
+    name: str = "agent",
+) -> RotatedAgent:
     """An agent given a funded wallet, then rotated to a new key, as an operator does it."""
-    return rotate(db, chain, funded_agent(db, chain, funded_atomic=funded_atomic))
+    return rotate(db, chain, funded_agent(db, chain, funded_atomic=funded_atomic, org_id=org_id, name=name))
+
+
+def sweep_with_gas(db: Database, chain: SweepChain, agent_id: str, *options: str) -> CliResult:
+    """`paywarden admin wallet sweep --agent A`, its gas paid by a new funded account."""
+    gas = {"SWEEP_GAS_KEY": gas_account(chain.anvil)}
+    return wallet_command(
+        db, chain, "sweep", "--agent", agent_id, "--gas-from-env", "SWEEP_GAS_KEY", *options, env=gas
+    )

@@ -1,7 +1,7 @@
 """An agent's wallets as the command line, the admin API and the agent's page list them: the current
 one and every retired one, newest first, each with its USDC balance on every network that can be
-asked (read at once, for all wallets together, within the balance reads' time limit) and its
-sweeps, so what a rotation left behind is in plain sight."""
+asked (read from the chain now, for all wallets at once, within the balance reads' time limit)
+and its sweeps, so what a rotation left behind is in plain sight."""
 
 from __future__ import annotations
 
@@ -45,17 +45,21 @@ class AgentWallets:
         return [listed for listed in self.wallets if not listed.current]
 
 
+def sweeps_of(session: Session, principal: Principal, agent: Agent) -> list[WalletSweep]:
+    """The agent's latest sweeps, newest first."""
+    return list(SweepRepository(session).of_agent(principal, agent_id=agent.id, limit=SWEEPS_SHOWN))
+
+
 @dataclass(frozen=True)
 class _Rows:
     agent: Agent
     wallets: list[Wallet]
-    sweeps: Sequence[WalletSweep]
+    sweeps: list[WalletSweep]
 
 
 def _rows(session: Session, principal: Principal, agent_ref: str) -> _Rows:
     agent = find_agent(session, principal, agent_ref)
-    sweeps = SweepRepository(session).of_agent(principal, agent_id=agent.id, limit=SWEEPS_SHOWN)
-    return _Rows(agent, wallets_of(session, agent), sweeps)
+    return _Rows(agent, wallets_of(session, agent), sweeps_of(session, principal, agent))
 
 
 def balance_networks(agent: Agent, chain: ChainService, settings: Settings) -> list[str]:
@@ -64,29 +68,33 @@ def balance_networks(agent: Agent, chain: ChainService, settings: Settings) -> l
     return [agent.network, *(network for network in readable if network != agent.network)]
 
 
-async def agent_wallets(
-    db: Database, chain: ChainService, settings: Settings, principal: Principal, *, agent: str
-) -> AgentWallets:
-    rows = await db.reading(_rows, principal, agent)
-    networks = balance_networks(rows.agent, chain, settings)
+async def listed(
+    chain: ChainService,
+    settings: Settings,
+    agent: Agent,
+    wallets: Sequence[Wallet],
+    sweeps: Sequence[WalletSweep],
+) -> list[ListedWallet]:
+    """`wallets` with their balances, read from the chain now, all at once, and their sweeps."""
+    networks = balance_networks(agent, chain, settings)
     balances: dict[str, list[NetworkBalance]] = {}
 
     async def read(wallet: Wallet) -> None:
         balances[wallet.id] = await wallet_balances(
-            chain, settings.usdc_address, owner=wallet.address, networks=networks
+            chain, settings.usdc_address, owner=wallet.address, networks=networks, fresh=True
         )
 
     async with anyio.create_task_group() as group:
-        for wallet in rows.wallets:
+        for wallet in wallets:
             group.start_soon(read, wallet)
-    return AgentWallets(
-        rows.agent,
-        [
-            ListedWallet(
-                wallet,
-                balances[wallet.id],
-                [sweep for sweep in rows.sweeps if sweep.wallet_id == wallet.id],
-            )
-            for wallet in rows.wallets
-        ],
-    )
+    return [
+        ListedWallet(wallet, balances[wallet.id], [sweep for sweep in sweeps if sweep.wallet_id == wallet.id])
+        for wallet in wallets
+    ]
+
+
+async def agent_wallets(
+    db: Database, chain: ChainService, settings: Settings, principal: Principal, *, agent: str
+) -> AgentWallets:
+    rows = await db.reading(_rows, principal, agent)
+    return AgentWallets(rows.agent, await listed(chain, settings, rows.agent, rows.wallets, rows.sweeps))

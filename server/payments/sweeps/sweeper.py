@@ -31,7 +31,7 @@ from auth.principal import Principal
 from server.chain.evidence import ChainVerdict, ExpectedTransfer
 from server.chain.rpc import RpcError, RpcRefused
 from server.chain.service import ChainService
-from server.chain.submission import GasPayer, SignedTransaction, transfer_calldata
+from server.chain.submission import GasPayer, SignedTransaction
 from server.chain.token_domain import DomainNotDeclared
 from server.kit.clock import Clock
 from server.kit.crypto import MasterKey
@@ -52,7 +52,7 @@ from server.signers.errors import SignerError, SignRefused
 from server.signers.intents import TransferRequest
 from server.vocabulary import SweepStatus
 from server.wallets.service import signer_for
-from server.x402.transfer_authorization import CLOCK_SKEW_SECONDS, MIN_VALIDITY_SECONDS
+from server.x402.transfer_authorization import CLOCK_SKEW_SECONDS, MIN_VALIDITY_SECONDS, transfer_calldata
 
 POLL_SECONDS = 0.5
 

@@ -1,5 +1,6 @@
 """/admin/agents/{id}: one agent for the people who run it: its policy (a form with every setting),
-its rules, wallet and balance, recent payments, out-of-policy findings, tokens, and disabling it.
+its rules, wallet and balance (and the retired wallets a rotation left, with what they hold),
+recent payments, out-of-policy findings, tokens, and disabling it.
 
 Owners and admins change an agent; everyone else sees the same page with its forms disabled, and
 a change they post anyway is refused with a page that says why. A change that narrows what the
@@ -32,18 +33,19 @@ from auth.tokens import (
 )
 from server.kit.money import format_usd
 from server.kit.networks import address_url, transaction_url
-from server.models import Agent, OutOfPolicyFinding, PaymentIntent, Wallet
+from server.models import Agent, OutOfPolicyFinding, PaymentIntent, Wallet, WalletSweep
 from server.payments import ledger
 from server.payments.budget import day_cap_atomic
 from server.payments.decisions import set_agent_disabled
 from server.payments.settlement.watch import recent_findings
+from server.payments.sweeps.listing import ListedWallet, listed, sweeps_of
 from server.policy.model import Policy
 from server.policy.rulebook import rules_for_agent
 from server.policy.rules import Rule
 from server.policy.service import InvalidPolicy, PolicySettings, SudoRequired, narrow_policy, update_policy
 from server.tenancy.service import AgentNotFound, agent_with_policy, get_agent
-from server.vocabulary import SUPPORTED_NETWORKS, Role
-from server.wallets.service import active_wallet
+from server.vocabulary import SUPPORTED_NETWORKS, Role, SweepStatus
+from server.wallets.service import active_wallet, wallets_of
 from server.web.pages.common import PageHandler, Visit
 from server.web.pages.sudo import has_fresh_sudo, sudo_url
 from server.web.pages.token_forms import SHOWN_ALREADY, STALE_FORM, is_nonce, new_nonce, token_id_for
@@ -53,6 +55,15 @@ RECENT_PAYMENTS = 20
 BALANCE_TIMEOUT_S = 3.0
 MANAGERS = frozenset({Role.OWNER, Role.ADMIN})
 TOKEN_TTL_DAYS = (1, 7, 30, 90, 365)
+# A retired wallet's last sweep, as the page says it.
+SWEEP_WORDS = {
+    SweepStatus.AUTHORIZED: "authorised, not signed yet",
+    SweepStatus.SIGNED: "signed, waiting to be sent",
+    SweepStatus.SUBMITTED: "sent, waiting for the network",
+    SweepStatus.SETTLED: "moved to the current wallet",
+    SweepStatus.FAILED: "did not go through: see the audit log",
+    SweepStatus.EXPIRED: "lapsed unused: nothing moved",
+}
 
 # The policy form's fields typed as text (the networks and the two switches are the others).
 TEXT_FIELDS = (
@@ -101,6 +112,8 @@ class AgentView:
     policy: Policy
     rules: list[Rule]
     wallet: Wallet | None
+    retired: list[Wallet]  # rotated away, newest first: kept for sweeping
+    sweeps: list[WalletSweep]
     payments: list[PaymentIntent]
     findings: list[OutOfPolicyFinding]
     tokens: list[LiveToken]
@@ -117,6 +130,8 @@ def _agent_view(session: Session, signed_in: SignedIn, agent_id: str, now: datet
         policy=policy,
         rules=rules,
         wallet=active_wallet(session, agent),
+        retired=[wallet for wallet in wallets_of(session, agent) if wallet.retired_at is not None],
+        sweeps=sweeps_of(session, principal, agent),
         payments=ledger.newest(session, principal, agent_id=agent.id, limit=RECENT_PAYMENTS, status=None),
         findings=recent_findings(session, principal, agent_id=agent.id, now=now),
         tokens=live_tokens(session, principal, org_id=agent.org_id, agent_id=agent.id, now=now),
@@ -137,6 +152,25 @@ async def _balance(visit: Visit, view: AgentView) -> int | None:
         except Exception:  # a balance that cannot be read is shown as unavailable, never as an error
             return None
     return None
+
+
+async def _balances(visit: Visit, view: AgentView) -> tuple[int | None, list[ListedWallet]]:
+    """The wallet's balance and the retired wallets' balances, read at the same time."""
+    services = visit.services
+    found: dict[str, int | None] = {}
+    retired: list[ListedWallet] = []
+
+    async def current() -> None:
+        found["balance"] = await _balance(visit, view)
+
+    async def rest() -> None:
+        retired.extend(await listed(services.chain, services.settings, view.agent, view.retired, view.sweeps))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(current)
+        if view.retired:
+            group.start_soon(rest)
+    return found["balance"], retired
 
 
 def _lines(text: object) -> list[str]:
@@ -277,7 +311,7 @@ async def _render(
     services = visit.services
     signed_in = visit.member
     view = await services.db.reading(_agent_view, signed_in, agent_id, services.clock.now())
-    balance = await _balance(visit, view)
+    balance, retired = await _balances(visit, view)
     state = state or PageState()
     done = visit.request.query_params.get("done")
     return visit.render(
@@ -291,6 +325,9 @@ async def _render(
             "low_balance": balance is not None and balance < view.day_cap_atomic,
             "day_cap": format_usd(view.day_cap_atomic, atomic=True),
             "wallet_url": address_url(view.agent.network, view.wallet.address) if view.wallet else None,
+            "retired": retired,
+            "address_url": address_url,
+            "sweep_words": SWEEP_WORDS,
             "values": state.values or form_values(view.policy),
             "errors": state.errors,
             "issued": state.issued,
