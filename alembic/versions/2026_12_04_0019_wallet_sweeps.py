@@ -53,7 +53,9 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(
             ["to_wallet_id"], ["wallets.id"], name=op.f("fk_wallet_sweeps_to_wallet_id_wallets")
         ),
-        sa.ForeignKeyConstraint(["wallet_id"], ["wallets.id"], name=op.f("fk_wallet_sweeps_wallet_id_wallets")),
+        sa.ForeignKeyConstraint(
+            ["wallet_id"], ["wallets.id"], name=op.f("fk_wallet_sweeps_wallet_id_wallets")
+        ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_wallet_sweeps")),
         sa.UniqueConstraint("open_slot", name=op.f("uq_wallet_sweeps_open_slot")),
     )
