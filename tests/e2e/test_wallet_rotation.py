@@ -21,7 +21,7 @@ from tests.support.fixtures_chain import FundedWallet
 from tests.support.paywarden import chain_environ, mcp_client, serve, structured
 from tests.support.processes import serve_processes
 from tests.support.seller import Seller
-from tests.support.sweeps import SweepChain, gas_account, wallet_command
+from tests.support.sweeps import SweepChain, sweep_with_gas
 from tests.support.tenants import make_agent, pin_payee
 
 pytestmark = [pytest.mark.anyio, pytest.mark.chain]
@@ -109,20 +109,7 @@ async def test_a_payment_in_flight_settles_from_the_old_wallet_and_the_next_pays
     assert test_usdc.balance_of(old) == 10_000_000 - PREMIUM  # untouched by the second payment
 
     # What the old wallet has left moves to the new one.
-    gas = {"SWEEP_GAS_KEY": gas_account(anvil)}
-    swept = await anyio.to_thread.run_sync(
-        lambda: wallet_command(
-            sqlite_db,
-            chain,
-            "sweep",
-            "--agent",
-            setup.agent_id,
-            "--gas-from-env",
-            "SWEEP_GAS_KEY",
-            "--json",
-            env=gas,
-        )
-    )
+    swept = await anyio.to_thread.run_sync(lambda: sweep_with_gas(sqlite_db, chain, setup.agent_id, "--json"))
     (outcome,) = swept.json()["sweeps"]
     assert (outcome["outcome"], outcome["sweep"]["amountAtomic"]) == ("settled", 10_000_000 - PREMIUM)
     assert test_usdc.balance_of(old) == 0

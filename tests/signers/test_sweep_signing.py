@@ -13,8 +13,8 @@ from eth_account.messages import encode_typed_data
 
 from server.signers.errors import RefusalReason, SignRefused
 from server.signers.intents import AuthorisedIntent, IntentKind, TransferRequest
-from server.signers.local_key import LocalKeySigner
 from server.x402.transfer_authorization import derive_nonce, transfer_typed_data
+from tests.signers.test_signer import CountingSigner
 from tests.support.clocks import frozen_clock, written
 
 pytestmark = pytest.mark.anyio
@@ -50,14 +50,6 @@ REQUEST = TransferRequest(
     domain_name="USDC",
     domain_version="2",
 )
-
-
-class CountingSigner(LocalKeySigner):
-    signed = 0
-
-    async def _sign_typed_data(self, typed: dict[str, Any]) -> str:
-        self.signed += 1
-        return await super()._sign_typed_data(typed)
 
 
 def _signer() -> CountingSigner:

@@ -5,8 +5,6 @@ rotation just retired is refused at its reservation, while one on the new wallet
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 from eth_account import Account
 from sqlmodel import col, select
@@ -33,6 +31,7 @@ from tests.support.chain import fresh_wallet
 from tests.support.ledger import facts, reserve_now
 from tests.support.paywarden import settings_for
 from tests.support.principals import OPERATOR
+from tests.support.races import at_once
 from tests.support.tenants import AgentSetup, make_agent, master_of
 
 OLD_KEY = "0x4c0883a69102937d6231471b5dbb6204fe5129617082792ae468d01a3f362318"
@@ -152,21 +151,8 @@ def test_a_cdp_wallet_names_where_its_rotation_plugs_in(db: Database, settings: 
 
 def test_two_rotations_at_once_leave_one_current_wallet(db: Database, settings: Settings) -> None:
     setup = _agent(db, settings)
-    start = threading.Barrier(2)
-    outcomes: list[object] = []
 
-    def rotate() -> None:
-        start.wait()
-        try:
-            outcomes.append(_rotate(db, settings, setup.agent_id))
-        except Exception as exc:  # the test reads every outcome below
-            outcomes.append(exc)
-
-    threads = [threading.Thread(target=rotate) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
+    outcomes = at_once(*[lambda: _rotate(db, settings, setup.agent_id)] * 2)
 
     assert all(isinstance(outcome, Rotated) for outcome in outcomes), outcomes
     wallets = _wallets(db, setup.agent_id)

@@ -13,7 +13,12 @@ from server.models import Wallet
 from tests.support.admin_api import admin_token, call, problem
 from tests.support.chain import Anvil, TestToken
 from tests.support.paywarden import serve
-from tests.support.sweeps import NETWORK, SweepChain, gas_account, rotated_agent, wallet_command
+from tests.support.sweeps import (
+    NETWORK,
+    SweepChain,
+    rotated_agent,
+    sweep_with_gas,
+)
 
 pytestmark = [pytest.mark.chain]
 
@@ -52,17 +57,7 @@ def test_the_list_shows_the_retired_wallet_with_its_balance_then_its_sweep(
             ]
         assert all(value is not None and value.hex() not in listed.text for value in sealed)
 
-        gas = {"SWEEP_GAS_KEY": gas_account(anvil)}
-        wallet_command(
-            sqlite_db,
-            chain,
-            "sweep",
-            "--agent",
-            agent.setup.agent_id,
-            "--gas-from-env",
-            "SWEEP_GAS_KEY",
-            env=gas,
-        )
+        sweep_with_gas(sqlite_db, chain, agent.setup.agent_id)
         after = call(server, "get", f"/agents/{agent.setup.agent_id}/wallets", reader).json()
 
         current, retired = after["wallets"]

@@ -28,7 +28,7 @@ from typing import Literal
 import anyio
 
 from auth.principal import Principal
-from server.chain.evidence import ChainVerdict, ExpectedTransfer
+from server.chain.evidence import ChainVerdict, ExpectedTransfer, SettlementFinding
 from server.chain.rpc import RpcError, RpcRefused
 from server.chain.service import ChainService
 from server.chain.submission import GasPayer, SignedTransaction
@@ -209,25 +209,36 @@ class Sweeper:
         self, principal: Principal, retired: Wallet, sweep: WalletSweep, verdict: ChainVerdict
     ) -> SweepOutcome | WalletSweep | None:
         """Record what the chain settled: a transfer, a mismatch, or a lapse (the sweep expired)."""
-        now = self._clock.now()
         if verdict.kind in ("settled", "mismatch") and verdict.finding is not None:
             to = SweepStatus.SETTLED if verdict.kind == "settled" else SweepStatus.FAILED
-            sweep = await self._db.writing(
-                records.end_sweep, principal, sweep_id=sweep.id, to=to, now=now, finding=verdict.finding
-            )
+            sweep = await self._end(principal, sweep, to, finding=verdict.finding)
             return SweepOutcome(
                 retired, sweep.network, "settled" if to == SweepStatus.SETTLED else "failed", sweep
             )
         if verdict.kind == "lapsed":
-            return await self._db.writing(
-                records.end_sweep,
-                principal,
-                sweep_id=sweep.id,
-                to=SweepStatus.EXPIRED,
-                now=now,
-                lapse_block=verdict.block,
-            )
+            return await self._end(principal, sweep, SweepStatus.EXPIRED, lapse_block=verdict.block)
         return None
+
+    async def _end(
+        self,
+        principal: Principal,
+        sweep: WalletSweep,
+        to: SweepStatus,
+        *,
+        finding: SettlementFinding | None = None,
+        failure_code: str | None = None,
+        lapse_block: int | None = None,
+    ) -> WalletSweep:
+        return await self._db.writing(
+            records.end_sweep,
+            principal,
+            sweep_id=sweep.id,
+            to=to,
+            now=self._clock.now(),
+            finding=finding,
+            failure_code=failure_code,
+            lapse_block=lapse_block,
+        )
 
     async def _sign(self, principal: Principal, retired: Wallet, sweep: WalletSweep) -> WalletSweep:
         """Signed by the retired wallet's signer and recorded, or closed when it can no longer be."""
@@ -236,14 +247,7 @@ class Sweeper:
         too_old = now_unix - sweep.valid_after > CLOCK_SKEW_SECONDS + SIGNING_DELAY_SECONDS
         if too_old or sweep.valid_before - now_unix < MIN_VALIDITY_SECONDS:
             # Never signed, so it can never be used: close it, and a new one is authorised.
-            return await self._db.writing(
-                records.end_sweep,
-                principal,
-                sweep_id=sweep.id,
-                to=SweepStatus.FAILED,
-                now=now,
-                failure_code="never_signed",
-            )
+            return await self._end(principal, sweep, SweepStatus.FAILED, failure_code="never_signed")
         current = await self._db.reading(records.current_wallet_of, principal, agent_id=sweep.agent_id)
         try:
             domain = await self._chain.token_domain(sweep.network, asset=sweep.asset)

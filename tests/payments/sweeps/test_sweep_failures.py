@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import anyio
@@ -37,6 +36,7 @@ from tests.support.chain import Anvil, TestToken, fresh_wallet
 from tests.support.cli import command_environ, finish, start_paywarden
 from tests.support.ledger import PAYEE, facts, reserve_now
 from tests.support.principals import OPERATOR
+from tests.support.races import at_once
 from tests.support.rpc_outage import RpcOutage
 from tests.support.sweeps import (
     NETWORK,
@@ -162,8 +162,6 @@ def test_two_sweeps_in_two_threads_move_the_balance_once(db: Database, chain: Sw
     agent = rotated_agent(db, chain)
     settings = chain.settings(db)
     payer = GasPayer(parse_private_key(gas_account(chain.anvil)))
-    start = threading.Barrier(2)
-    outcomes: list[list[SweepOutcome] | BaseException] = []
 
     async def sweep_once() -> list[SweepOutcome]:
         rpc = ChainService(settings.rpc_urls, confirmations=settings.confirmations)
@@ -171,22 +169,11 @@ def test_two_sweeps_in_two_threads_move_the_balance_once(db: Database, chain: Sw
             db=db, chain=rpc, settings=settings, master=master_of(settings), clock=SystemClock()
         )
         try:
-            start.wait()
             return await sweeper.sweep(OPERATOR, agent=agent.setup.agent_id, gas_payer=payer, wait_seconds=30)
         finally:
             await rpc.aclose()
 
-    def run() -> None:
-        try:
-            outcomes.append(anyio.run(sweep_once))
-        except BaseException as exc:  # the assertions below name it
-            outcomes.append(exc)
-
-    threads = [threading.Thread(target=run) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
+    outcomes = at_once(*[lambda: anyio.run(sweep_once)] * 2)
 
     assert all(isinstance(found, list) for found in outcomes), outcomes
     seen = sorted(item.outcome for found in outcomes if isinstance(found, list) for item in found)

@@ -15,7 +15,14 @@ from server.kit.db import Database
 from server.models import AuditEvent, WalletSweep
 from tests.support.chain import Anvil, TestToken, fresh_wallet, send_transaction
 from tests.support.cli import run_cli
-from tests.support.sweeps import NETWORK, SweepChain, gas_account, rotated_agent, wallet_command
+from tests.support.sweeps import (
+    NETWORK,
+    SweepChain,
+    gas_account,
+    rotated_agent,
+    sweep_with_gas,
+    wallet_command,
+)
 
 pytestmark = pytest.mark.chain
 
@@ -43,19 +50,8 @@ def test_a_sweep_moves_the_whole_balance_to_the_current_wallet_once(
     sqlite_db: Database, chain: SweepChain
 ) -> None:
     agent = rotated_agent(sqlite_db, chain, funded_atomic=7_250_000)
-    gas = {"SWEEP_GAS_KEY": gas_account(chain.anvil)}
 
-    done = wallet_command(
-        sqlite_db,
-        chain,
-        "sweep",
-        "--agent",
-        agent.setup.agent_id,
-        "--gas-from-env",
-        "SWEEP_GAS_KEY",
-        "--json",
-        env=gas,
-    )
+    done = sweep_with_gas(sqlite_db, chain, agent.setup.agent_id, "--json")
 
     (outcome,) = done.json()["sweeps"]
     assert outcome["outcome"] == "settled"
@@ -71,17 +67,7 @@ def test_a_sweep_moves_the_whole_balance_to_the_current_wallet_once(
         "wallet.sweep_settled",
     ]
 
-    again = wallet_command(
-        sqlite_db,
-        chain,
-        "sweep",
-        "--agent",
-        agent.setup.agent_id,
-        "--gas-from-env",
-        "SWEEP_GAS_KEY",
-        "--json",
-        env=gas,
-    )
+    again = sweep_with_gas(sqlite_db, chain, agent.setup.agent_id, "--json")
 
     assert [item["outcome"] for item in again.json()["sweeps"]] == ["nothing_to_sweep"]
     assert chain.transfers_out(agent.old) == [sweep["txHash"]]
@@ -156,10 +142,7 @@ def test_the_listing_shows_the_retired_wallet_with_its_balance_and_its_sweep(
     assert current["balances"][0]["balanceAtomic"] == 0
     assert retired["sweeps"] == []
 
-    gas = {"SWEEP_GAS_KEY": gas_account(chain.anvil)}
-    wallet_command(
-        sqlite_db, chain, "sweep", "--agent", agent.setup.agent_id, "--gas-from-env", "SWEEP_GAS_KEY", env=gas
-    )
+    sweep_with_gas(sqlite_db, chain, agent.setup.agent_id)
     after = wallet_command(sqlite_db, chain, "list", "--agent", agent.setup.agent_id, "--json").json()
     human = wallet_command(sqlite_db, chain, "list", "--agent", agent.setup.agent_id)
 
