@@ -78,11 +78,11 @@ class SweepSigningFailed(PaywardenError):
 class SweepTransactionRefused(PaywardenError):
     code = "sweep_transaction_refused"
     message = (
-        "The network refused the transaction carrying the sweep (the gas account's funds, or the "
-        "authorisation no longer applies). Nothing moved: run the command again once the "
-        "authorisation has lapsed, and it sweeps what is there then."
+        "The network refused the transaction carrying the sweep: the gas account may lack ETH, or the "
+        "authorisation no longer applies. Nothing moved. Fund the gas account and run the command "
+        "again; an authorisation that lapsed meanwhile is replaced by a new one."
     )
 
     def describe(self) -> str:
         until = self.extra.get("validBefore")
-        return self.message if until is None else f"{self.message} It lapses at {until}."
+        return self.message if until is None else f"{self.message} This one lapses at {until}."

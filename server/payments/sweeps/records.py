@@ -228,17 +228,27 @@ def record_signature(
 
 
 def record_transaction(
-    session: Session, principal: Principal, *, sweep_id: str, signed: SignedTransaction, now: datetime
+    session: Session,
+    principal: Principal,
+    *,
+    sweep_id: str,
+    signed: SignedTransaction,
+    replacing: str | None,
+    now: datetime,
 ) -> WalletSweep:
     """The transaction carrying the authorisation, kept before it is sent: a later run sends this
-    same one again. Another run's, recorded first, stays."""
+    same one again. `replacing`: the hash of a recorded one the node refused, which this one takes
+    the place of. Another run's, recorded first, stays."""
     sweep = _locked(session, principal, sweep_id)
-    if sweep.status != SweepStatus.SIGNED:
+    expected = SweepStatus.SIGNED if replacing is None else SweepStatus.SUBMITTED
+    if sweep.status != expected or sweep.tx_hash != replacing:
         return sweep
     sweep.status, sweep.raw_transaction, sweep.tx_hash = SweepStatus.SUBMITTED, signed.raw, signed.tx_hash
     sweep.submitted_by, sweep.submitted_at, sweep.updated_at = signed.sender, now, now
     session.add(sweep)
-    _audit(session, principal, sweep, "submitted", now, {"txHash": signed.tx_hash, "gasPayer": signed.sender})
+    replaced = {"txHash": replacing} if replacing else None
+    data = {"txHash": signed.tx_hash, "gasPayer": signed.sender, "replaced": replaced}
+    _audit(session, principal, sweep, "submitted", now, data)
     return sweep
 
 

@@ -10,7 +10,8 @@ it, or the open one taken up. Then the sweep is carried as far as it goes in thi
 - signed: with a gas account, a transaction carrying it is signed, recorded durably, then sent;
   without one, the run stops and hands the operator the authorisation and its calldata;
 - sent: the same transaction is sent again if the node does not know it, and its receipt waited
-  for;
+  for; one the node refuses (its gas account without ETH, say) is replaced, once per run, by one
+  from this run's gas account: both carry the same authorisation, so only one can move money;
 - every time, first: the chain's verdict on the authorisation (server/chain/evidence.py, as for a
   payment): used with the transfer it signed, deep enough, is `settled`; used otherwise is
   flagged; provably never usable again is `expired`, and a new sweep goes on from there.
@@ -172,7 +173,7 @@ class Sweeper:
     ) -> SweepOutcome | WalletSweep:
         """The sweep as far as it goes now, or the sweep itself when it ended without moving
         anything (unsigned in time, or lapsed): a new one may be authorised then."""
-        sent = False
+        sent = replaced = False
         while True:
             if sweep.status == SweepStatus.AUTHORIZED:
                 sweep = await self._sign(principal, retired, sweep)
@@ -198,7 +199,17 @@ class Sweeper:
                 if receipt is not None and receipt.get("status") == "0x0":
                     return SweepOutcome(retired, sweep.network, "reverted", sweep)
                 if receipt is None and not sent:
-                    await self._send(sweep)
+                    if not await self._send(sweep):
+                        # The node refused the recorded transaction and does not know it (its gas
+                        # account without ETH, its nonce used since): once per run, a new one from
+                        # this run's gas account replaces it. Both carry the same authorisation,
+                        # so at most one of them can ever move the money.
+                        if gas_payer is None or replaced:
+                            raise SweepTransactionRefused(
+                                sweepId=sweep.id, validBefore=records.unix_time(sweep.valid_before)
+                            )
+                        sweep, replaced = await self._submit(principal, sweep, gas_payer), True
+                        continue
                     sent = True
             if time.monotonic() >= deadline:
                 waiting: Outcome = "confirming" if verdict.kind == "pending" else "sent"
@@ -292,8 +303,9 @@ class Sweeper:
             )
 
     async def _submit(self, principal: Principal, sweep: WalletSweep, gas_payer: GasPayer) -> WalletSweep:
-        """A transaction carrying the authorisation, signed by the gas account and recorded; then
-        the loop sends it (the one recorded: another run's, if it recorded first)."""
+        """A transaction carrying the authorisation, signed by the gas account and recorded (in
+        place of a submitted one the node refused); then the loop sends it (the one recorded:
+        another run's, if it recorded first)."""
         data = transfer_calldata(records.authorization_of(sweep), _signature(sweep))
         try:
             signed = await self._chain.sign_call(sweep.network, gas_payer, to=sweep.asset, data=data)
@@ -303,29 +315,34 @@ class Sweeper:
             ) from exc
         except RpcError as exc:
             raise ChainUnavailable(sweepId=sweep.id, network=sweep.network) from exc
-        return await self._db.run(self._record_transaction, principal, sweep.id, signed)
+        return await self._db.run(self._record_transaction, principal, sweep.id, signed, sweep.tx_hash)
 
     def _record_transaction(
-        self, principal: Principal, sweep_id: str, signed: SignedTransaction
+        self, principal: Principal, sweep_id: str, signed: SignedTransaction, replacing: str | None
     ) -> WalletSweep:
         with self._db.write(durable=True) as session:
             return records.record_transaction(
-                session, principal, sweep_id=sweep_id, signed=signed, now=self._clock.now()
+                session,
+                principal,
+                sweep_id=sweep_id,
+                signed=signed,
+                replacing=replacing,
+                now=self._clock.now(),
             )
 
-    async def _send(self, sweep: WalletSweep) -> None:
+    async def _send(self, sweep: WalletSweep) -> bool:
+        """Send the recorded transaction (again); False when the node refuses it and does not know it."""
         assert sweep.raw_transaction is not None
         assert sweep.tx_hash is not None
         assert sweep.submitted_by is not None
         signed = SignedTransaction(sweep.raw_transaction, sweep.tx_hash, sweep.submitted_by)
         try:
             await self._chain.send_transaction(sweep.network, signed)
-        except RpcRefused as exc:
-            raise SweepTransactionRefused(
-                sweepId=sweep.id, validBefore=records.unix_time(sweep.valid_before)
-            ) from exc
+        except RpcRefused:
+            return False
         except RpcError as exc:
             raise ChainUnavailable(sweepId=sweep.id, network=sweep.network) from exc
+        return True
 
     async def _receipt(self, sweep: WalletSweep) -> dict[str, object] | None:
         assert sweep.tx_hash is not None

@@ -4,7 +4,8 @@ once, and only to the agent's current wallet, on anvil:
 - the RPC down when the transaction is sent, and the process killed (SIGKILL) after the signature
   was recorded, after the transaction was recorded, and after it was sent: running the command
   again finishes the same sweep, with the same transaction where one was recorded, and the chain
-  shows one transfer;
+  shows one transfer; a transaction the node refuses (a gas account without ETH) is replaced by
+  the next run's;
 - two sweeps at once, in two threads and in two processes, on SQLite and PostgreSQL: one transfer;
 - a sweep whose payee is not the agent's current wallet (its row altered, or the agent rotated
   again since it was authorised) is refused by the signer and audited; nothing moves;
@@ -113,6 +114,31 @@ def test_the_rpc_down_when_sending_leaves_a_sweep_the_next_run_sends_again(
     assert outcome["sweep"]["sweepId"] == recorded.id
     assert outcome["sweep"]["txHash"] == recorded.tx_hash  # the transaction recorded, sent again
     assert chain.transfers_out(agent.old) == [recorded.tx_hash]
+    assert chain.token.balance_of(agent.new) == agent.funded_atomic
+
+
+def test_a_gas_account_without_eth_moves_nothing_and_a_funded_one_replaces_its_transaction(
+    sqlite_db: Database, chain: SweepChain
+) -> None:
+    agent = rotated_agent(sqlite_db, chain)
+    _, penniless = fresh_wallet()  # holds no ETH: the node will not take its transaction
+
+    refused = wallet_command(sqlite_db, chain, *_sweep_args(agent.setup.agent_id)[2:], env={GAS: penniless})
+
+    assert refused.exit_code == 1
+    assert refused.stderr.startswith("error: sweep_transaction_refused: The network refused the transaction")
+    (recorded,) = _sweeps(sqlite_db, agent.setup.agent_id)
+    assert recorded.status == SweepStatus.SUBMITTED
+    assert chain.token.balance_of(agent.old) == agent.funded_atomic
+
+    funded = wallet_command(
+        sqlite_db, chain, *_sweep_args(agent.setup.agent_id)[2:], env={GAS: gas_account(chain.anvil)}
+    )
+
+    (outcome,) = funded.json()["sweeps"]
+    assert (outcome["outcome"], outcome["sweep"]["sweepId"]) == ("settled", recorded.id)
+    assert outcome["sweep"]["txHash"] != recorded.tx_hash  # the refused one, replaced
+    assert chain.transfers_out(agent.old) == [outcome["sweep"]["txHash"]]
     assert chain.token.balance_of(agent.new) == agent.funded_atomic
 
 
