@@ -137,9 +137,11 @@ def rotated_agent(
     return rotate(db, chain, funded_agent(db, chain, funded_atomic=funded_atomic, org_id=org_id, name=name))
 
 
-def sweep_with_gas(db: Database, chain: SweepChain, agent_id: str, *options: str) -> CliResult:
+def sweep_with_gas(
+    db: Database, chain: SweepChain, agent_id: str, *options: str, env: dict[str, str] | None = None
+) -> CliResult:
     """`paywarden admin wallet sweep --agent A`, its gas paid by a new funded account."""
-    gas = {"SWEEP_GAS_KEY": gas_account(chain.anvil)}
+    gas = {"SWEEP_GAS_KEY": gas_account(chain.anvil), **(env or {})}
     return wallet_command(
         db, chain, "sweep", "--agent", agent_id, "--gas-from-env", "SWEEP_GAS_KEY", *options, env=gas
     )

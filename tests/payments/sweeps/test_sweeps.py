@@ -170,3 +170,26 @@ def test_without_an_rpc_the_listing_says_the_balance_is_unknown(
     assert [wallet["balances"] for wallet in listed["wallets"]] == [
         [{"network": NETWORK, "balanceUsd": None, "balanceAtomic": None, "balanceError": "no_rpc"}]
     ] * 2
+
+
+def test_a_sweep_is_done_only_under_the_networks_confirmations(
+    sqlite_db: Database, chain: SweepChain
+) -> None:
+    agent = rotated_agent(sqlite_db, chain)
+    deep = {"PAYWARDEN_CONFIRMATIONS": json.dumps({NETWORK: 2})}
+
+    shallow = sweep_with_gas(sqlite_db, chain, agent.setup.agent_id, "--wait", "1", "--json", env=deep)
+
+    assert shallow.exit_code == 3  # not finished: run it again
+    (outcome,) = json.loads(shallow.stdout)["sweeps"]
+    assert outcome["outcome"] == "confirming"
+    assert outcome["sweep"]["status"] == "submitted"
+    assert chain.token.balance_of(agent.new) == agent.funded_atomic  # moved, not yet final
+    for _ in range(2):
+        chain.anvil.w3.provider.make_request("evm_mine", [])  # type: ignore[arg-type]
+
+    deep_enough = sweep_with_gas(sqlite_db, chain, agent.setup.agent_id, "--json", env=deep)
+
+    (outcome,) = deep_enough.json()["sweeps"]
+    assert (outcome["outcome"], outcome["sweep"]["status"]) == ("settled", "settled")
+    assert len(chain.transfers_out(agent.old)) == 1
