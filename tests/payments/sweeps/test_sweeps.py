@@ -1,8 +1,9 @@
 """Sweeping a retired wallet on anvil, as an operator does it with `paywarden admin wallet sweep`:
 its whole balance moves to the agent's current wallet in one transfer, verified on-chain, exactly
-once; without a gas account the command hands over the signed authorisation and its calldata, and
-a run after the operator sent it finds the transfer; only a retired wallet is swept, and only into
-the agent's current wallet."""
+once, counted against no cap; without a gas account the command hands over the signed
+authorisation and its calldata, and a run after the operator sent it finds the transfer; a sweep
+is done only under the network's confirmations; only a retired wallet is swept, and only into the
+agent's current wallet; the listing shows what each wallet holds."""
 
 from __future__ import annotations
 
@@ -11,10 +12,14 @@ import json
 import pytest
 from sqlmodel import col, select
 
+from server.kit.clock import SystemClock
 from server.kit.db import Database
 from server.models import AuditEvent, WalletSweep
+from server.payments import ledger
+from server.tenancy.service import get_agent
 from tests.support.chain import Anvil, TestToken, fresh_wallet, send_transaction
 from tests.support.cli import run_cli
+from tests.support.principals import OPERATOR
 from tests.support.sweeps import (
     NETWORK,
     SweepChain,
@@ -72,6 +77,19 @@ def test_a_sweep_moves_the_whole_balance_to_the_current_wallet_once(
     assert [item["outcome"] for item in again.json()["sweeps"]] == ["nothing_to_sweep"]
     assert chain.transfers_out(agent.old) == [sweep["txHash"]]
     assert [row.status for row in _sweeps(sqlite_db, agent.setup.agent_id)] == ["settled"]
+    # Money between the organisation's own wallets: no cap counts it, no payment lists it.
+    with sqlite_db.read() as session:
+        standing = ledger.standing(
+            session, agent=get_agent(session, OPERATOR, agent.setup.agent_id), now=SystemClock().now()
+        )
+    assert standing.usage.spent_today_atomic == 0
+    assert set(standing.usage.rule_spent_atomic.values()) == {0}
+    assert (
+        run_cli(sqlite_db.url, "admin", "payments", "list", "--org", agent.setup.org_id, "--json").json()[
+            "payments"
+        ]
+        == []
+    )
 
 
 def test_without_a_gas_account_the_operator_sends_the_calldata_and_a_second_run_verifies_it(
