@@ -4,6 +4,7 @@ master key's check value that guards their sealed keys, and on every value seale
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, ClassVar
 
 from sqlmodel import col, func, select
@@ -33,16 +34,15 @@ class WalletRepository(TenantRepository[Wallet]):
             .order_by(col(Wallet.created_at).desc(), col(Wallet.id).desc())
         )
 
-    def retired_with_address(self, *, org_id: str, agent_id: str, address: str) -> Wallet | None:
-        """A retired wallet of the agent that paid from `address`."""
-        return self._first(
-            self._statement().where(
+    def retired_states(self, *, org_id: str, agent_id: str, address: str) -> Sequence[datetime | None]:
+        """When each of the agent's wallets paying from `address` was retired (None: it is current)."""
+        return self.session.exec(
+            select(Wallet.retired_at).where(
                 Wallet.org_id == org_id,
                 Wallet.agent_id == agent_id,
                 func.lower(Wallet.address) == address.lower(),
-                col(Wallet.retired_at).is_not(None),
             )
-        )
+        ).all()
 
     def current_with_address(self, address: str) -> Sequence[Wallet]:
         """Wallets of any organisation that pay from `address` now (one key imported twice)."""

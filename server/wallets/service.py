@@ -65,12 +65,9 @@ def pays_for_another_agent(session: Session, *, address: str, agent: Agent) -> b
 
 def is_retired_payer(session: Session, agent: Agent, payer: str) -> bool:
     """Whether `payer` is a wallet the agent no longer pays from (rotated away), and not its
-    current one too (a key imported again)."""
-    current = active_wallet(session, agent)
-    if current is not None and current.address.lower() == payer.lower():
-        return False
-    wallets = WalletRepository(session)
-    return wallets.retired_with_address(org_id=agent.org_id, agent_id=agent.id, address=payer) is not None
+    current one too (a key imported again). One indexed read: it runs in every reservation."""
+    states = WalletRepository(session).retired_states(org_id=agent.org_id, agent_id=agent.id, address=payer)
+    return bool(states) and all(retired_at is not None for retired_at in states)
 
 
 @dataclass(frozen=True)
