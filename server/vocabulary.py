@@ -152,6 +152,18 @@ class PaymentSender(StrEnum):
     AGENT = "agent"  # pay_x402: the agent's own HTTP client sends the header Paywarden handed it
 
 
+class SweepStatus(StrEnum):
+    """A sweep's state: a retired wallet's USDC on one network moving to the agent's current wallet
+    (server/payments/sweeps/)."""
+
+    AUTHORIZED = "authorized"  # recorded for the whole balance: nothing signed yet
+    SIGNED = "signed"  # the authorisation is signed and kept; Paywarden sent no transaction with it
+    SUBMITTED = "submitted"  # a transaction carrying it was signed, kept, then sent
+    SETTLED = "settled"  # the transfer was found on-chain, deep enough
+    FAILED = "failed"  # closed unsigned, or the chain showed another transfer than the one signed
+    EXPIRED = "expired"  # signed, and the chain proved it was never used and never can be
+
+
 class TokenKind(StrEnum):
     ACCESS = "access"
     REFRESH = "refresh"

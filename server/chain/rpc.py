@@ -1,4 +1,5 @@
-"""A small JSON-RPC client for the few read calls Paywarden makes. It never sends a transaction."""
+"""A small JSON-RPC client for the few calls Paywarden makes: reads, and, for a sweep alone, sending
+the transaction an operator's gas account signed (server/chain/submission.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,14 @@ from server.kit.metrics import RPC_LATENCY, rpc_method_label, timed
 
 class RpcError(Exception):
     pass
+
+
+class RpcRefused(RpcError):
+    """The node answered, with a JSON-RPC error: a call that reverted, a transaction refused."""
+
+    def __init__(self, method: str, error: object) -> None:
+        message = error.get("message") if isinstance(error, dict) else None
+        super().__init__(f"{method} returned an error: {str(message)[:200]}")
 
 
 class JsonRpc:
@@ -33,7 +42,9 @@ class JsonRpc:
                 document = response.json()
             except (httpx.HTTPError, ValueError) as exc:
                 raise RpcError(f"{method} failed: {type(exc).__name__}") from exc
-            if not isinstance(document, dict) or "error" in document:
-                raise RpcError(f"{method} returned an error")
+            if not isinstance(document, dict):
+                raise RpcError(f"{method} returned no JSON-RPC answer")
+            if "error" in document:
+                raise RpcRefused(method, document["error"])
             labels["outcome"] = "ok"
             return document.get("result")

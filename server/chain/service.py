@@ -18,7 +18,9 @@ from server.chain.evidence import (
     judge,
     usdc_balance,
 )
-from server.chain.rpc import JsonRpc, RpcError
+from server.chain.rpc import JsonRpc, RpcError, RpcRefused
+from server.chain.submission import GasPayer, SignedTransaction
+from server.chain.token_domain import TokenDomain, token_domain
 
 LOG_CHUNK_BLOCKS = 2_000
 
@@ -95,6 +97,32 @@ class ChainService:
         except (RpcError, ValueError):
             return None
 
+    # -- a sweep's transaction (raise RpcError) -----------------------------------------------
+
+    async def token_domain(self, network: str, *, asset: str) -> TokenDomain:
+        """The EIP-712 name and version the token checks signatures against (server/chain/token_domain.py)."""
+        return await token_domain(self._rpc(network), asset=asset, chain_id=chain_id_of(network))
+
+    async def sign_call(self, network: str, payer: GasPayer, *, to: str, data: str) -> SignedTransaction:
+        """A transaction calling `to` with `data`, signed by `payer`; RpcRefused when the call would
+        revert now (nothing is signed then)."""
+        return await payer.sign_call(self._rpc(network), chain_id=chain_id_of(network), to=to, data=data)
+
+    async def send_transaction(self, network: str, signed: SignedTransaction) -> None:
+        """Send a signed transaction; sending the same one again is harmless. Raises RpcError when
+        the node neither takes it nor knows it already (mined or waiting)."""
+        rpc = self._rpc(network)
+        try:
+            await rpc.call("eth_sendRawTransaction", [signed.raw])
+        except RpcRefused:
+            if await rpc.call("eth_getTransactionByHash", [signed.tx_hash]) is None:
+                raise
+
+    async def receipt(self, network: str, tx_hash: str) -> dict[str, Any] | None:
+        """The transaction's receipt, or None while it is not mined (or not known)."""
+        receipt = await self._rpc(network).call("eth_getTransactionReceipt", [tx_hash])
+        return receipt if isinstance(receipt, dict) else None
+
     # -- reads for the scanners (raise RpcError) -------------------------------------------
 
     async def block_number(self, network: str) -> int:
@@ -131,6 +159,14 @@ class ChainService:
             raise RpcError("receipt not found")
         logs = receipt.get("logs")
         return [log for log in logs if isinstance(log, dict)] if isinstance(logs, list) else []
+
+
+def chain_id_of(network: str) -> int:
+    """The EVM chain id of a CAIP-2 `eip155:<id>` network."""
+    namespace, _, reference = network.partition(":")
+    if namespace != "eip155" or not reference.isdigit():
+        raise RpcError(f"{network} is not an EVM network")
+    return int(reference)
 
 
 def _quantity(value: Any) -> int:

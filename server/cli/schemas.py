@@ -8,7 +8,7 @@ Vocabulary (roles, kinds, scopes...) is printed as its plain value.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,10 +36,14 @@ if TYPE_CHECKING:  # the types only: `--help` must not load the services (see do
         PaymentIntent,
         Team,
         Wallet,
+        WalletSweep,
     )
     from server.payments.preflight.diagnosis import Diagnosis
+    from server.payments.sweeps.listing import AgentWallets, ListedWallet
+    from server.payments.sweeps.sweeper import SweepOutcome
     from server.policy.model import Policy
     from server.policy.rules import Rule
+    from server.wallets.replacement import Rotated
     from server.wallets.rotation import Rotation
 
 Document = dict[str, Any]
@@ -122,6 +126,156 @@ def master_key_rotated(rotation: Rotation, *, key_file: Path | None) -> Document
 
 def wallet(row: Wallet) -> Document:
     return {"agentId": row.agent_id, "address": row.address, "mode": _value(row.mode)}
+
+
+def wallet_rotated(rotated: Rotated) -> Document:
+    return {
+        "agentId": rotated.wallet.agent_id,
+        "walletId": rotated.wallet.id,
+        "address": rotated.wallet.address,
+        "mode": _value(rotated.wallet.mode),
+        "retiredWalletId": rotated.retired.id,
+        "retiredAddress": rotated.retired.address,
+    }
+
+
+def sweep_row(row: WalletSweep) -> Document:
+    return {
+        "sweepId": row.id,
+        "walletId": row.wallet_id,
+        "network": row.network,
+        "status": str(row.status),
+        "from": row.payer,
+        "to": row.pay_to,
+        "amountUsd": format_usd(row.amount_atomic, atomic=True),
+        "amountAtomic": row.amount_atomic,
+        "txHash": row.tx_hash,
+        "failureCode": row.failure_code,
+        "createdAt": isoformat(row.created_at),
+        "endedAt": isoformat(row.ended_at) if row.ended_at else None,
+    }
+
+
+def listed_wallet(listed: ListedWallet) -> Document:
+    row = listed.wallet
+    return {
+        "walletId": row.id,
+        "address": row.address,
+        "mode": _value(row.mode),
+        "state": "current" if listed.current else "retired",
+        "createdAt": isoformat(row.created_at),
+        "retiredAt": isoformat(row.retired_at) if row.retired_at else None,
+        "balances": [
+            {
+                "network": entry.network,
+                "balanceUsd": _usd_or_none(entry.balance_atomic),
+                "balanceAtomic": entry.balance_atomic,
+                "balanceError": _value(entry.reason),
+            }
+            for entry in listed.balances
+        ],
+        "sweeps": [sweep_row(row) for row in listed.sweeps],
+    }
+
+
+def agent_wallets(found: AgentWallets) -> Document:
+    return {"agentId": found.agent.id, "wallets": [listed_wallet(item) for item in found.wallets]}
+
+
+def agent_wallets_text(document: Document) -> str:
+    """One block per wallet: its state and address, then a line per network's balance and sweep."""
+    from server.kit.networks import network_name
+
+    if not document["wallets"]:
+        return "the agent has no wallet"
+    blocks = []
+    for item in document["wallets"]:
+        since = f"retired {item['retiredAt']}" if item["retiredAt"] else f"since {item['createdAt']}"
+        lines = [f"{item['state']:<8} {item['address']}  {item['mode']}  {since}"]
+        for entry in item["balances"]:
+            told = (
+                f"{entry['balanceUsd']} USDC" if entry["balanceUsd"] else f"unknown ({entry['balanceError']})"
+            )
+            lines.append(f"  {network_name(entry['network'])}: {told}")
+        for sweep in item["sweeps"]:
+            lines.append(
+                f"  sweep {sweep['sweepId']} {sweep['status']}: {sweep['amountUsd']} USDC "
+                f"on {network_name(sweep['network'])}"
+                + (f", tx {sweep['txHash']}" if sweep["txHash"] else "")
+            )
+        blocks.append("\n".join(lines))
+    return "\n".join(blocks)
+
+
+# The outcomes that need nothing more; any other means: run `wallet sweep` again.
+SWEEP_DONE = frozenset({"settled", "nothing_to_sweep", "failed"})
+
+
+def sweep_outcome(done: SweepOutcome) -> Document:
+    document: Document = {
+        "walletId": done.wallet.id,
+        "from": done.wallet.address,
+        "network": done.network,
+        "outcome": done.outcome,
+        "sweep": sweep_row(done.sweep) if done.sweep is not None else None,
+    }
+    sweep = done.sweep
+    if done.calldata is not None and sweep is not None:
+        document["submission"] = {
+            "token": sweep.asset,
+            "calldata": done.calldata,
+            "authorization": {
+                "from": sweep.payer,
+                "to": sweep.pay_to,
+                "value": str(sweep.amount_atomic),
+                "validAfter": str(sweep.valid_after),
+                "validBefore": str(sweep.valid_before),
+                "nonce": sweep.nonce,
+            },
+            "signature": sweep.signature,
+            "sendBefore": isoformat(datetime.fromtimestamp(sweep.valid_before, UTC)),
+        }
+    return document
+
+
+def sweeps(outcomes: Sequence[SweepOutcome]) -> Document:
+    return {"sweeps": [sweep_outcome(done) for done in outcomes]}
+
+
+_SWEEP_WORDS = {
+    "nothing_to_sweep": "nothing to sweep",
+    "settled": "swept: the transfer is on-chain",
+    "confirming": "on-chain, waiting for confirmations: run the command again",
+    "awaiting_submission": (
+        "signed: send the calldata below to the token from any funded account, then run the command again"
+    ),
+    "sent": "sent, not mined yet: run the command again",
+    "reverted": (
+        "the transaction failed and nothing moved: run the command again once the authorisation lapsed"
+    ),
+    "failed": "the chain shows another transfer than the one signed: see the audit log",
+}
+
+
+def sweeps_text(document: Document) -> str:
+    from server.kit.networks import network_name
+
+    lines = []
+    for item in document["sweeps"]:
+        sweep = item["sweep"]
+        lines.append(f"{item['from']} on {network_name(item['network'])}: {_SWEEP_WORDS[item['outcome']]}")
+        if sweep is not None:
+            lines.append(f"  {sweep['amountUsd']} USDC to {sweep['to']} (sweep {sweep['sweepId']})")
+            if sweep["txHash"]:
+                lines.append(f"  transaction {sweep['txHash']}")
+        submission = item.get("submission")
+        if submission:
+            lines += [
+                f"  to:       {submission['token']}",
+                f"  calldata: {submission['calldata']}",
+                f"  before:   {submission['sendBefore']}",
+            ]
+    return "\n".join(lines) if lines else "nothing to sweep"
 
 
 def token_issued(issued: IssuedToken) -> Document:

@@ -28,6 +28,7 @@ PREFIXES = {
     "change": "chg",
     "circuit": "scb",
     "policy_change": "pcr",
+    "sweep": "swp",
 }
 
 

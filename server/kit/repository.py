@@ -158,12 +158,16 @@ SYSTEM_READS: dict[str, str] = {
     "IntentRepository.settlement_due": "the settlement checker reads due intents of every organisation",
     "IntentRepository.by_payer_nonce": "the chain watch matches a transfer seen on chain to the intent "
     "that signed it, by payer and the nonce derived from the intent",
+    "IntentRepository.open_from_payer": "a sweep waits for every payment from the wallet's address, "
+    "in any organisation, that may still move money",
     "IntentRepository.seller_outcomes": "a seller's reliability is counted over every organisation, and "
     "only totals leave the method, never a row",
     "WalletRepository.active_cdp": "the wallet policy job keeps every organisation's CDP wallets' own "
     "policies in step with their agents'",
     "WalletRepository.any_active_cdp": "a server starting loads the CDP SDK ahead when any organisation "
     "has a cdp wallet",
+    "WalletRepository.current_with_address": "a sweep never drains an address that is still some "
+    "agent's current wallet, in any organisation (the same key imported twice)",
     "TokenRepository.purge_expired": "housekeeping deletes expired tokens of every organisation",
     "NotificationRepository.waiting": "the Slack notifier's outbox is one queue for every organisation",
     "NotificationRepository.waiting_account_changes": "the notifier reads passkey news of every "

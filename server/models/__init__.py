@@ -34,6 +34,7 @@ from server.models.tables import (
     StepUp,
     Team,
     Wallet,
+    WalletSweep,
     WebAuthnChallenge,
     WebSession,
 )
@@ -68,6 +69,7 @@ __all__ = [
     "StepUp",
     "Team",
     "Wallet",
+    "WalletSweep",
     "WebAuthnChallenge",
     "WebSession",
     "metadata",

@@ -34,6 +34,7 @@ from server.vocabulary import (
     RuleWindow,
     StepUpAction,
     SuspensionReason,
+    SweepStatus,
     TokenKind,
     WalletMode,
 )
@@ -183,6 +184,47 @@ class Wallet(SQLModel, table=True):
     cdp_policy_error: str | None = Field(default=None, max_length=60)
     cdp_policy_failures: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default="0"))
     cdp_policy_retry_at: datetime | None = _ts(nullable=True)
+
+
+class WalletSweep(SQLModel, table=True):
+    """A retired wallet's whole USDC balance on one network, moved to the agent's current wallet by
+    one EIP-3009 authorisation whose nonce is derived from this row's id (server/payments/sweeps/).
+    Never counted against a cap: it moves the organisation's money between its own wallets."""
+
+    __tablename__ = "wallet_sweeps"
+    __table_args__ = (Index("ix_wallet_sweeps_agent_created", "agent_id", "created_at"),)
+
+    id: str = Field(primary_key=True, max_length=40)
+    org_id: str = Field(foreign_key="organizations.id", index=True, max_length=40)
+    agent_id: str = Field(foreign_key="agents.id", max_length=40)
+    wallet_id: str = Field(foreign_key="wallets.id", index=True, max_length=40)  # the retired one
+    to_wallet_id: str = Field(foreign_key="wallets.id", max_length=40)  # current when authorised
+    network: str = Field(max_length=40)
+    asset: str = Field(max_length=42)
+    payer: str = Field(max_length=42)
+    pay_to: str = Field(max_length=42)
+    amount_atomic: int = Field(sa_column=Column(BigInteger, nullable=False))
+    nonce: str = Field(max_length=66)
+    valid_after: int = Field(sa_column=Column(BigInteger, nullable=False))
+    valid_before: int = Field(sa_column=Column(BigInteger, nullable=False))
+    status: SweepStatus = _enum(SweepStatus, 12)
+    # "<wallet id> <network>" while the sweep is open, NULL once it ended: a unique column, so a
+    # retired wallet has at most one open sweep per network (NULLs never collide).
+    open_slot: str | None = Field(default=None, max_length=90, unique=True)
+    signature: str | None = Field(default=None, max_length=132)
+    # The transaction that carries the authorisation, as signed by whoever pays its gas: kept
+    # before it is sent, so a second run sends the same one again rather than another.
+    raw_transaction: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    tx_hash: str | None = Field(default=None, max_length=66)
+    submitted_by: str | None = Field(default=None, max_length=42)
+    failure_code: str | None = Field(default=None, max_length=60)
+    lapse_block: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    created_by: str = Field(max_length=120)
+    created_at: datetime = _ts()
+    signed_at: datetime | None = _ts(nullable=True)
+    submitted_at: datetime | None = _ts(nullable=True)
+    ended_at: datetime | None = _ts(nullable=True)
+    updated_at: datetime = _ts()
 
 
 class AccessToken(SQLModel, table=True):

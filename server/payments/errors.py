@@ -82,6 +82,14 @@ class WalletNotConfigured(PaywardenError):
     )
 
 
+class WalletChanged(PaywardenError):
+    code = "wallet_changed"
+    message = (
+        "The agent's wallet was rotated while this payment was being prepared, so nothing was signed "
+        "or paid. Call fetch_paid again: it pays from the new wallet."
+    )
+
+
 class SigningFailed(PaywardenError):
     code = "signing_failed"
     message = "The wallet could not sign the payment, so nothing was paid."

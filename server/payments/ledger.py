@@ -26,7 +26,13 @@ from server.kit.jsonutil import canonical
 from server.kit.money import format_usd, usd_to_atomic
 from server.models import Agent, Approval, PaymentIntent
 from server.payments.circuits import count_outcome
-from server.payments.errors import AgentDisabled, ApprovalMismatch, IllegalTransition, PaymentNotFound
+from server.payments.errors import (
+    AgentDisabled,
+    ApprovalMismatch,
+    IllegalTransition,
+    PaymentNotFound,
+    WalletChanged,
+)
 from server.payments.repository import IntentRepository, PaymentFilter
 from server.payments.states import SETTLED_STAYS, transition
 from server.payments.usage import context_for, usage_for
@@ -37,6 +43,7 @@ from server.policy.rules import Rule
 from server.policy.service import current_policy
 from server.tenancy.service import disabled_now
 from server.vocabulary import ApprovalStatus, HoldReason, IntentStatus, Origin, WalletMode
+from server.wallets.service import is_retired_payer
 from server.x402.challenge import Offer
 from server.x402.selection import Selection
 from server.x402.transfer_authorization import derive_nonce, validity_window
@@ -226,6 +233,7 @@ def reserve(
     lock_org(session, agent.org_id)
     if disabled_now(session, agent):
         raise AgentDisabled()  # disabled since the call's token was checked: nothing is signed
+    _refuse_retired_payer(session, agent, facts)
     intents = IntentRepository(session)
     existing = intents.find_by_key(principal, agent_id=agent.id, key=facts.idempotency_key)
     if existing is not None:
@@ -266,6 +274,13 @@ def reserve(
     data = {**base, "nonce": intent.nonce}
     _audit(session, agent=agent, type="payment.authorized", actor=actor, data=data, now=now, intent=intent)
     return Reservation("authorized", decision=decision, intent=intent)
+
+
+def _refuse_retired_payer(session: Session, agent: Agent, facts: PurchaseFacts) -> None:
+    """The call read the agent's wallet before this lock; a rotation committed since then leaves
+    it paying from a retired wallet, which signs nothing new (it may be swept meanwhile)."""
+    if is_retired_payer(session, agent, facts.payer):
+        raise WalletChanged()
 
 
 def _threshold_atomic(decision: Decision, reason: HoldReason) -> int | None:
@@ -315,6 +330,7 @@ def authorize_held(
         or facts.resource != approval.resource
     ):
         raise ApprovalMismatch(approvalId=approval.id)
+    _refuse_retired_payer(session, agent, facts)
 
     decision = decide(session, agent=agent, facts=facts, now=now)
     record = {**decision_record(decision, facts), "approvalId": approval.id}

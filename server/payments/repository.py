@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy import Integer, and_, bindparam, case, false, func, or_
 from sqlalchemy.exc import IntegrityError
@@ -35,6 +35,7 @@ from server.models import (
     PaymentIntent,
     SellerCircuit,
     Wallet,
+    WalletSweep,
 )
 from server.vocabulary import IntentStatus, PaymentSender, RuleScope
 
@@ -424,6 +425,36 @@ class IntentRepository(TenantRepository[PaymentIntent]):
             .limit(limit)
         )
 
+    def open_from_payer(
+        self, *, payer: str, network: str, now_unix: int, never_sent: Collection[str], mismatch_prefix: str
+    ) -> Sequence[PaymentIntent]:
+        """Intents paying from `payer` on `network`, in any organisation, whose money may still move:
+        authorised and still signable, in flight, or failed or expired after being sent, until the
+        chain settles them or proves they cannot settle (`lapse_block`)."""
+        may_still_move = or_(
+            and_(
+                col(PaymentIntent.status) == IntentStatus.AUTHORIZED,
+                col(PaymentIntent.valid_before) > now_unix,
+            ),
+            and_(col(PaymentIntent.status).in_(IN_FLIGHT), col(PaymentIntent.lapse_block).is_(None)),
+            and_(
+                col(PaymentIntent.status).in_(COUNTED_UNTIL_LAPSED),
+                col(PaymentIntent.authorized_at).is_not(None),
+                col(PaymentIntent.lapse_block).is_(None),
+                ~_never_left(never_sent),
+                or_(
+                    col(PaymentIntent.failure_code).is_(None),
+                    ~col(PaymentIntent.failure_code).startswith(mismatch_prefix),
+                ),
+            ),
+        )
+        return self._all(
+            self._statement()
+            .where(func.lower(PaymentIntent.payer) == payer.lower(), PaymentIntent.network == network)
+            .where(may_still_move)
+            .order_by(col(PaymentIntent.valid_before))
+        )
+
 
 # `FindingRepository.recent`'s statement of ids, per shape of reader, built once and kept.
 _RECENT_FINDINGS: dict[ReaderShape, Any] = {}
@@ -593,3 +624,22 @@ class CircuitRepository(Repository[SellerCircuit]):
             )
         ).one()
         return int(failures), int(hours)
+
+
+class SweepRepository(TenantRepository[WalletSweep]):
+    """Sweeps of retired wallets: at most one open per wallet and network (`open_slot`)."""
+
+    model = WalletSweep
+    agent_column: ClassVar[str | None] = "agent_id"
+
+    def open_in(self, reader: Reader, *, slot: str) -> WalletSweep | None:
+        return self._first(self.readable(reader).where(WalletSweep.open_slot == slot))
+
+    def of_agent(self, reader: Reader, *, agent_id: str, limit: int) -> Sequence[WalletSweep]:
+        """The agent's sweeps, newest first."""
+        return self._all(
+            self.readable(reader)
+            .where(WalletSweep.agent_id == agent_id)
+            .order_by(col(WalletSweep.created_at).desc(), col(WalletSweep.id).desc())
+            .limit(limit)
+        )

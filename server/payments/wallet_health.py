@@ -50,15 +50,17 @@ async def wallet_balances(
     owner: str,
     networks: Sequence[str],
     timeout_s: float = BALANCE_TIMEOUT_S,
+    fresh: bool = False,
 ) -> list[NetworkBalance]:
-    """The wallet's balance on each network, in the order given; at most `timeout_s` in all."""
+    """The wallet's balance on each network, in the order given; at most `timeout_s` in all.
+    `fresh`: asked of the chain now, never a value the process already knows."""
     found: dict[str, int | None] = {}
     asked: dict[str, str] = {}
     for network in networks:
         asset = usdc_address(network)
         if asset is None or not chain.has_rpc(network):
             continue
-        known = chain.balances.known(network=network, asset=asset, owner=owner)
+        known = None if fresh else chain.balances.known(network=network, asset=asset, owner=owner)
         if known is not None:
             found[network] = known
         else:

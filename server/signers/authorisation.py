@@ -4,9 +4,10 @@ Refused (SignRefused, with the first reason that applies): an intent not in `aut
 state the ledger leaves it in just before signing: the purchase marks it `submitted` only once the
 signature exists), a nonce other than the one derived from the intent's id, another network than
 the intent's or one without configured USDC, a token other than that network's USDC, an amount or
-payee other than the intent's, another payer than the signer, and a validity window over 300
-seconds, starting further back than the clock-skew allowance (plus the few seconds between the
-reservation and the signature), or already over.
+payee other than the intent's, another payer than the signer, a sweep paying anyone but the
+agent's current wallet or sweeping that wallet itself, and a validity window over 300 seconds,
+starting further back than the clock-skew allowance (plus the few seconds between the reservation
+and the signature), or already over.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from server.signers.errors import RefusalReason, SignRefused
-from server.signers.intents import AuthorisedIntent, TransferRequest
+from server.signers.intents import AuthorisedIntent, IntentKind, TransferRequest
 from server.vocabulary import IntentStatus
 from server.x402.transfer_authorization import (
     CLOCK_SKEW_SECONDS,
@@ -67,6 +68,12 @@ def refusal(
         return RefusalReason.PAYEE_MISMATCH
     if not _same_address(payer, intent.payer):
         return RefusalReason.PAYER_MISMATCH
+    if intent.kind == IntentKind.SWEEP:
+        current = intent.current_wallet
+        if current is not None and _same_address(payer, current):
+            return RefusalReason.SWEEP_OF_CURRENT_WALLET
+        if current is None or not _same_address(intent.pay_to, current):
+            return RefusalReason.SWEEP_NOT_TO_CURRENT_WALLET
     if intent.valid_before - intent.valid_after > MAX_WINDOW_SECONDS:
         return RefusalReason.WINDOW_TOO_LONG
     if intent.valid_before <= now_unix:

@@ -25,6 +25,8 @@ class RefusalReason(StrEnum):
     WINDOW_TOO_LONG = "window_too_long"  # validBefore - validAfter over 300 seconds
     WINDOW_IN_PAST = "window_in_past"  # validAfter further back than the clock-skew allowance
     WINDOW_ENDED = "window_ended"  # validBefore already passed
+    SWEEP_NOT_TO_CURRENT_WALLET = "sweep_not_to_current_wallet"  # a sweep paying another address
+    SWEEP_OF_CURRENT_WALLET = "sweep_of_current_wallet"  # the wallet swept is the agent's current one
 
 
 class SignRefused(PaywardenError):

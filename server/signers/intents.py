@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from server.x402.transfer_authorization import TransferAuthorization
 
 
+class IntentKind(StrEnum):
+    PAYMENT = "payment"  # a purchase: the payee is the seller's
+    SWEEP = "sweep"  # a retired wallet's balance moving to its agent's current wallet
+
+
 @dataclass(frozen=True)
 class AuthorisedIntent:
-    """A payment intent as the ledger recorded it: the only thing a signer signs for."""
+    """A payment intent (or a sweep) as the ledger recorded it: the only thing a signer signs for.
+
+    A sweep also names `current_wallet`, the agent's current wallet read when it is signed (not
+    from the sweep's own record): the only payee a sweep may have."""
 
     id: str
     status: str
@@ -21,6 +30,8 @@ class AuthorisedIntent:
     nonce: str
     valid_after: int
     valid_before: int
+    kind: IntentKind = IntentKind.PAYMENT
+    current_wallet: str | None = None
 
 
 @dataclass(frozen=True)

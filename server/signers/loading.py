@@ -6,6 +6,7 @@ plaintext back."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from server.kit.clock import Clock
 from server.kit.crypto import MasterKey, SealError
@@ -26,6 +27,22 @@ from server.signers.local_key import LocalKeySigner
 
 def seal_local_key(master: MasterKey, *, wallet_id: str, private_key: bytes) -> bytes:
     return seal_wallet_key(master, wallet_id=wallet_id, private_key=private_key)
+
+
+@dataclass(frozen=True)
+class GeneratedKey:
+    address: str
+    sealed: bytes  # sealed for the wallet it was made for
+
+
+def generate_local_key(master: MasterKey, *, wallet_id: str) -> GeneratedKey:
+    """A new secp256k1 key from the operating system's randomness, sealed at once for `wallet_id`:
+    its plaintext exists only in this call."""
+    from eth_account import Account
+
+    account = Account.create()
+    sealed = seal_wallet_key(master, wallet_id=wallet_id, private_key=bytes(account.key))
+    return GeneratedKey(address=str(account.address), sealed=sealed)
 
 
 def reseal_wallet_key(current: MasterKey, new: MasterKey, *, wallet_id: str, sealed: bytes) -> bytes:

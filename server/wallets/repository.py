@@ -4,9 +4,10 @@ master key's check value that guards their sealed keys, and on every value seale
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, ClassVar
 
-from sqlmodel import col, select
+from sqlmodel import col, func, select
 
 from server.kit.repository import Repository, TenantRepository
 from server.models import MasterKeyCheck, Organization, SealedSecret, Wallet
@@ -27,11 +28,11 @@ class WalletRepository(TenantRepository[Wallet]):
         )
 
     def of_agent(self, *, org_id: str, agent_id: str) -> Sequence[Wallet]:
-        """Every wallet the agent ever had, newest first (retired ones too)."""
+        """Every wallet the agent ever had, newest first: the current one, then the retired."""
         return self._all(
             self._statement()
             .where(Wallet.org_id == org_id, Wallet.agent_id == agent_id)
-            .order_by(col(Wallet.created_at).desc())
+            .order_by(col(Wallet.created_at).desc(), col(Wallet.id).desc())
         )
 
     def active_cdp(self) -> Sequence[Wallet]:
@@ -59,6 +60,24 @@ class WalletRepository(TenantRepository[Wallet]):
         """The wallet, locked to the end of the transaction (PostgreSQL; SQLite's writer is alone)."""
         return self._first(
             self._statement().where(Wallet.org_id == org_id, Wallet.id == wallet_id).with_for_update()
+        )
+
+    def retired_states(self, *, org_id: str, agent_id: str, address: str) -> Sequence[datetime | None]:
+        """When each of the agent's wallets paying from `address` was retired (None: it is current)."""
+        return self.session.exec(
+            select(Wallet.retired_at).where(
+                Wallet.org_id == org_id,
+                Wallet.agent_id == agent_id,
+                func.lower(Wallet.address) == address.lower(),
+            )
+        ).all()
+
+    def current_with_address(self, address: str) -> Sequence[Wallet]:
+        """Wallets of any organisation that pay from `address` now (one key imported twice)."""
+        return self._all(
+            self._statement().where(
+                func.lower(Wallet.address) == address.lower(), col(Wallet.retired_at).is_(None)
+            )
         )
 
 

@@ -12,6 +12,7 @@ from sqlmodel import Session
 from server.audit.service import record as audit
 from server.kit.clock import Clock
 from server.kit.crypto import MasterKey
+from server.kit.db import lock_org
 from server.kit.errors import PaywardenError
 from server.kit.ids import new_id
 from server.models import Agent, PaymentIntent, Wallet
@@ -19,7 +20,7 @@ from server.signers.base import Signer
 from server.signers.cdp_api import CdpClientPool
 from server.signers.errors import SignerError, SignRefused
 from server.signers.intents import AuthorisedIntent, TransferRequest
-from server.signers.loading import cdp_signer, local_key_signer, seal_local_key
+from server.signers.loading import cdp_signer, generate_local_key, local_key_signer, seal_local_key
 from server.vocabulary import WalletMode
 from server.wallets.master_key import require_current_key
 from server.wallets.repository import WalletRepository
@@ -51,6 +52,95 @@ def active_wallet(session: Session, agent: Agent) -> Wallet | None:
     return WalletRepository(session).active_for_agent(org_id=agent.org_id, agent_id=agent.id)
 
 
+def wallets_of(session: Session, agent: Agent) -> list[Wallet]:
+    """Every wallet the agent had, newest first: its current one, then the retired ones."""
+    return list(WalletRepository(session).of_agent(org_id=agent.org_id, agent_id=agent.id))
+
+
+def pays_for_another_agent(session: Session, *, address: str, agent: Agent) -> bool:
+    """Whether `address` is the current wallet of another agent, of any organisation."""
+    return any(
+        wallet.agent_id != agent.id for wallet in WalletRepository(session).current_with_address(address)
+    )
+
+
+def is_retired_payer(session: Session, agent: Agent, payer: str) -> bool:
+    """Whether `payer` is a wallet the agent no longer pays from (rotated away), and not its
+    current one too (a key imported again). One indexed read: it runs in every reservation."""
+    states = WalletRepository(session).retired_states(org_id=agent.org_id, agent_id=agent.id, address=payer)
+    return bool(states) and all(retired_at is not None for retired_at in states)
+
+
+@dataclass(frozen=True)
+class NewWallet:
+    """A wallet made ready for an agent before the transaction that gives it: its id, how it signs,
+    its address, and its key sealed for that id (local_key) or its account's name (cdp)."""
+
+    id: str
+    mode: WalletMode
+    address: str
+    sealed_secret: bytes | None
+    sealed_key_id: str | None
+    account_name: str | None = None
+
+
+def new_local_wallet(master: MasterKey, *, private_key: bytes | None) -> NewWallet:
+    """A local_key wallet: the key given (already parsed), or a new one made and sealed here."""
+    wallet_id = new_id("wallet")
+    if private_key is None:
+        generated = generate_local_key(master, wallet_id=wallet_id)
+        address, sealed = generated.address, generated.sealed
+    else:
+        from eth_account import Account
+
+        address = str(Account.from_key(private_key).address)
+        sealed = seal_local_key(master, wallet_id=wallet_id, private_key=private_key)
+    return NewWallet(wallet_id, WalletMode.LOCAL_KEY, address, sealed, master.key_id)
+
+
+@dataclass(frozen=True)
+class Installed:
+    wallet: Wallet
+    previous: Wallet | None  # the wallet it replaced, retired now
+
+
+def _install(session: Session, *, agent: Agent, wallet: Wallet, now: datetime) -> Installed:
+    """`wallet` becomes the agent's wallet and the one it had (if any) is retired, under the
+    organisation's lock: a reservation, which takes the same lock, sees one or the other."""
+    lock_org(session, agent.org_id)
+    wallets = WalletRepository(session)
+    previous = wallets.active_for_agent(org_id=agent.org_id, agent_id=agent.id)
+    if previous is not None:
+        previous.retired_at = now
+        wallets.add(previous, flush=False)
+    wallets.add(wallet)
+    return Installed(wallet, previous)
+
+
+def install_wallet(
+    session: Session, *, master: MasterKey, agent: Agent, new: NewWallet, now: datetime
+) -> Installed:
+    """`new` becomes the agent's wallet (see `_install`); a sealed key must be sealed with the
+    master key in force."""
+    return _install(session, agent=agent, wallet=_row(session, master, agent, new, now), now=now)
+
+
+def _row(session: Session, master: MasterKey, agent: Agent, new: NewWallet, now: datetime) -> Wallet:
+    if new.sealed_secret is not None:
+        require_current_key(session, key_id=master.key_id)
+    return Wallet(
+        id=new.id,
+        org_id=agent.org_id,
+        agent_id=agent.id,
+        mode=new.mode,
+        address=new.address,
+        sealed_secret=new.sealed_secret,
+        sealed_key_id=new.sealed_key_id,
+        account_name=new.account_name,
+        created_at=now,
+    )
+
+
 def replace_wallet(
     session: Session,
     *,
@@ -61,14 +151,9 @@ def replace_wallet(
     actor: str,
     now: datetime,
 ) -> Wallet:
-    """`wallet` becomes the agent's, the one before it retired (kept for the record), in one
-    audit event that says which it replaced."""
-    wallets = WalletRepository(session)
-    previous = wallets.active_for_agent(org_id=agent.org_id, agent_id=agent.id)
-    if previous is not None:
-        previous.retired_at = now
-        wallets.add(previous, flush=False)
-    wallets.add(wallet)
+    """`wallet`, a row made by its backend, becomes the agent's (see `_install`), in one audit
+    event that says which it replaced."""
+    previous = _install(session, agent=agent, wallet=wallet, now=now).previous
     audit(
         session,
         org_id=agent.org_id,
@@ -85,22 +170,9 @@ def replace_wallet(
 def import_local_key(
     session: Session, *, master: MasterKey, agent: Agent, private_key: bytes, actor: str, now: datetime
 ) -> Wallet:
-    from eth_account import Account
-
-    address = str(Account.from_key(private_key).address)
-    require_current_key(session, key_id=master.key_id)
-    wallet_id = new_id("wallet")
-    wallet = Wallet(
-        id=wallet_id,
-        org_id=agent.org_id,
-        agent_id=agent.id,
-        mode=WalletMode.LOCAL_KEY,
-        address=address,
-        sealed_secret=seal_local_key(master, wallet_id=wallet_id, private_key=private_key),
-        sealed_key_id=master.key_id,
-        created_at=now,
-    )
-    data: dict[str, object] = {"address": address, "mode": WalletMode.LOCAL_KEY}
+    new = new_local_wallet(master, private_key=private_key)
+    wallet = _row(session, master, agent, new, now)
+    data: dict[str, object] = {"address": new.address, "mode": WalletMode.LOCAL_KEY}
     return replace_wallet(
         session, agent=agent, wallet=wallet, event="wallet.imported", data=data, actor=actor, now=now
     )

@@ -184,3 +184,45 @@ def payment_header(
     return name, encode_payment_signature(
         challenge, selection, authorization, signature, identifier=identifier
     )
+
+
+# Circle's FiatTokenV2 signature with (v, r, s): every USDC version has this one.
+TRANSFER_WITH_AUTHORIZATION = (
+    "0x"
+    + keccak(
+        b"transferWithAuthorization(address,address,uint256,uint256,uint256,bytes32,uint8,bytes32,bytes32)"
+    ).hex()[:8]
+)
+
+
+def _word(value: int | bytes) -> str:
+    raw = value if isinstance(value, bytes) else value.to_bytes(32, "big")
+    return raw.rjust(32, b"\x00").hex()
+
+
+def _address(address: str) -> bytes:
+    return bytes.fromhex(address.lower().removeprefix("0x"))
+
+
+def transfer_calldata(authorization: TransferAuthorization, signature: str) -> str:
+    """The token call that uses a signed authorisation: `transferWithAuthorization(from, to, value,
+    validAfter, validBefore, nonce, v, r, s)`, for whoever sends it (a sweep's gas payer)."""
+    raw = bytes.fromhex(signature.removeprefix("0x"))
+    if len(raw) != 65:
+        raise ValueError("a signature is 65 bytes")
+    r, s, v = raw[:32], raw[32:64], raw[64]
+    v = v + 27 if v < 27 else v
+    return TRANSFER_WITH_AUTHORIZATION + "".join(
+        _word(part)
+        for part in (
+            _address(authorization.payer),
+            _address(authorization.pay_to),
+            authorization.value,
+            authorization.valid_after,
+            authorization.valid_before,
+            bytes.fromhex(authorization.nonce.removeprefix("0x")),
+            v,
+            r,
+            s,
+        )
+    )

@@ -42,8 +42,9 @@ from server.models import (
     PolicyVersion,
     RuleVersion,
     Wallet,
+    WalletSweep,
 )
-from server.payments.repository import FindingRepository, IntentRepository
+from server.payments.repository import FindingRepository, IntentRepository, SweepRepository
 from server.policy.repository import PolicyVersionRepository, RuleVersionRepository
 from server.policy.requested_changes import parse_requested_change
 from server.policy.rulebook import RuleNotFound, ScopeNotFound, add_rule, change_rule, remove_rule
@@ -76,6 +77,7 @@ from server.vocabulary import (
     RuleKind,
     RuleScope,
     RuleWindow,
+    SweepStatus,
 )
 from server.wallets.repository import CdpCredentialsRepository, WalletRepository
 from tests.support.ledger import PAYER, USDC, facts, reserve_now
@@ -264,6 +266,33 @@ def _policy_change(session: Session, world: World) -> str:
     return row.id
 
 
+def _sweep(session: Session, world: World) -> str:
+    wallet_id = _one(session, select(Wallet.id).where(Wallet.agent_id == world.a1.agent_id))
+    now = SystemClock().now()
+    row = WalletSweep(
+        id="swp_scoping",
+        org_id=world.a1.org_id,
+        agent_id=world.a1.agent_id,
+        wallet_id=wallet_id,
+        to_wallet_id=wallet_id,
+        network="eip155:84532",
+        asset=USDC,
+        payer=PAYER,
+        pay_to=PAYER,
+        amount_atomic=1,
+        nonce="0x" + "cd" * 32,
+        valid_after=0,
+        valid_before=1,
+        status=SweepStatus.EXPIRED,
+        created_by="test",
+        created_at=now,
+        updated_at=now,
+    )
+    session.add(row)
+    session.flush()
+    return row.id
+
+
 @dataclass(frozen=True)
 class Case:
     name: str
@@ -300,6 +329,7 @@ CASES = [
     Case("approval", ApprovalRepository, lambda s, w: w.approval_id, agent_owned=True),
     Case("approval notification", NotificationRepository, _notification, agent_owned=False),
     Case("out-of-policy finding", FindingRepository, lambda s, w: w.finding_id, agent_owned=True),
+    Case("wallet sweep", SweepRepository, _sweep, agent_owned=True),
     Case(
         "wallet",
         WalletRepository,

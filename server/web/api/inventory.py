@@ -3,7 +3,8 @@
 A new agent starts as the command line makes one: a first policy that allows no host and its
 default weekly rule. A wallet is shown with its address, how it signs and its USDC balance read
 from the chain with a short timeout (`balance` null and `balanceError` when it cannot be read);
-its key never comes back. The catalog is the server's, the same for every organisation: accepted
+its key never comes back. The list of an agent's wallets adds the retired ones, what each holds
+and its sweeps. The catalog is the server's, the same for every organisation: accepted
 sellers (listed or suspended), a page at a time."""
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from auth.principal import Principal
 from server.catalog.service import accepted_page, find_accepted
 from server.models import Agent, Wallet
 from server.payments.ledger import find_payment
+from server.payments.sweeps.listing import agent_wallets
 from server.tenancy.service import create_agent, find_member, find_org, find_team, get_agent
 from server.wallets.service import active_wallet
 from server.web.api import cursors
@@ -31,6 +33,7 @@ from server.web.api.schemas import (
     CatalogPage,
     PaymentDocument,
     WalletDocument,
+    WalletList,
 )
 from server.web.http import NO_STORE, services_of
 
@@ -85,6 +88,15 @@ async def show_wallet(request: Request, principal: Principal) -> BaseModel:
     if waited.cancelled_caught:
         return WalletDocument.of(agent, wallet, None, "timeout")
     return WalletDocument.of(agent, wallet, balance, None if balance is not None else "chain_unavailable")
+
+
+async def list_wallets(request: Request, principal: Principal) -> BaseModel:
+    """Every wallet the agent had, current and retired, with balances and sweeps."""
+    services = services_of(request)
+    found = await agent_wallets(
+        services.db, services.chain, services.settings, principal, agent=path(request, "agent_id")
+    )
+    return WalletList.of(found)
 
 
 def _payment(session: Session, principal: Principal, payment_id: str) -> PaymentDocument:

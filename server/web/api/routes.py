@@ -59,6 +59,7 @@ from server.web.api.schemas import (
     TokenIssue,
     TokenList,
     WalletDocument,
+    WalletList,
 )
 
 PREFIX = "/api/v1"
@@ -182,6 +183,18 @@ _TABLE: tuple[tuple[Operation, Handler], ...] = (
             not_found=True,
         ),
         inventory.show_wallet,
+    ),
+    (
+        Operation(
+            "/agents/{agent_id}/wallets",
+            "listAgentWallets",
+            "Every wallet the agent had: the current one, then the retired ones a rotation left, each "
+            "with its USDC balance on each network that can be read now and its sweeps.",
+            WalletList,
+            (AGENT_ID,),
+            not_found=True,
+        ),
+        inventory.list_wallets,
     ),
     (
         Operation(

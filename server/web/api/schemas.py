@@ -24,9 +24,20 @@ from server.models import (
     SellerCircuit,
     Team,
     Wallet,
+    WalletSweep,
 )
+from server.payments.sweeps.listing import AgentWallets
+from server.payments.wallet_health import BalanceUnknown
 from server.policy.rules import Rule
-from server.vocabulary import SUPPORTED_NETWORKS, Role, RuleKind, RuleScope, RuleWindow, WalletMode
+from server.vocabulary import (
+    SUPPORTED_NETWORKS,
+    Role,
+    RuleKind,
+    RuleScope,
+    RuleWindow,
+    SweepStatus,
+    WalletMode,
+)
 
 # The scopes an agent token may carry, spelled out so the OpenAPI document lists them.
 AgentScope = Literal["catalog:read", "payments:read", "payments:write", "policy:request", "rules:propose"]
@@ -549,6 +560,90 @@ class WalletDocument(Document):
             balanceUsd=None if balance is None else format_usd(balance, atomic=True),
             balanceAtomic=balance,
             balanceError=error,
+        )
+
+
+class NetworkBalanceDocument(Document):
+    network: str
+    balanceUsd: str | None = Field(description="The USDC balance read from the chain now; null when unknown.")
+    balanceAtomic: int | None
+    balanceError: BalanceUnknown | None = Field(
+        description="Why there is no balance: no RPC for the network, no answer, or none in time."
+    )
+
+
+class SweepDocument(Document):
+    sweepId: str
+    network: str
+    status: SweepStatus
+    fromAddress: str = Field(description="The retired wallet swept.")
+    toAddress: str = Field(description="The agent's wallet it paid: its current one when authorised.")
+    amountUsd: str
+    amountAtomic: int
+    txHash: str | None = Field(description="The transaction that moved it, once known.")
+    failureCode: str | None
+    createdAt: datetime
+    endedAt: datetime | None
+
+    @classmethod
+    def of(cls, row: WalletSweep) -> SweepDocument:
+        return cls(
+            sweepId=row.id,
+            network=row.network,
+            status=row.status,
+            fromAddress=row.payer,
+            toAddress=row.pay_to,
+            amountUsd=format_usd(row.amount_atomic, atomic=True),
+            amountAtomic=row.amount_atomic,
+            txHash=row.tx_hash,
+            failureCode=row.failure_code,
+            createdAt=row.created_at,
+            endedAt=row.ended_at,
+        )
+
+
+class ListedWalletDocument(Document):
+    walletId: str
+    address: str
+    mode: WalletMode
+    state: Literal["current", "retired"] = Field(description="A retired wallet signs nothing new.")
+    createdAt: datetime
+    retiredAt: datetime | None
+    balances: list[NetworkBalanceDocument]
+    sweeps: list[SweepDocument] = Field(description="Its sweeps, newest first.")
+
+
+class WalletList(Document):
+    agentId: str
+    wallets: list[ListedWalletDocument] = Field(description="The current wallet, then the retired ones.")
+
+    @classmethod
+    def of(cls, found: AgentWallets) -> WalletList:
+        return cls(
+            agentId=found.agent.id,
+            wallets=[
+                ListedWalletDocument(
+                    walletId=item.wallet.id,
+                    address=item.wallet.address,
+                    mode=item.wallet.mode,
+                    state="current" if item.current else "retired",
+                    createdAt=item.wallet.created_at,
+                    retiredAt=item.wallet.retired_at,
+                    balances=[
+                        NetworkBalanceDocument(
+                            network=entry.network,
+                            balanceUsd=None
+                            if entry.balance_atomic is None
+                            else format_usd(entry.balance_atomic, atomic=True),
+                            balanceAtomic=entry.balance_atomic,
+                            balanceError=entry.reason,
+                        )
+                        for entry in item.balances
+                    ],
+                    sweeps=[SweepDocument.of(row) for row in item.sweeps],
+                )
+                for item in found.wallets
+            ],
         )
 
 

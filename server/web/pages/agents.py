@@ -1,6 +1,6 @@
 """/admin/agents/{id}: one agent for the people who run it: its policy (a form with every setting),
-its rules, the policy changes it asked for, wallet and balance, recent payments, out-of-policy
-findings, tokens, and disabling it.
+its rules, the policy changes it asked for, wallet and balance (and the retired wallets a rotation
+left, with what they hold), recent payments, out-of-policy findings, tokens, and disabling it.
 
 Owners and admins change an agent; everyone else sees the same page with its forms disabled, and
 a change they post anyway is refused with a page that says why. A change that narrows what the
@@ -33,19 +33,20 @@ from auth.tokens import (
 )
 from server.kit.money import format_usd
 from server.kit.networks import address_url, transaction_url
-from server.models import Agent, OutOfPolicyFinding, PaymentIntent, Wallet
+from server.models import Agent, OutOfPolicyFinding, PaymentIntent, Wallet, WalletSweep
 from server.payments import ledger
 from server.payments.budget import day_cap_atomic
 from server.payments.decisions import set_agent_disabled
 from server.payments.settlement.watch import recent_findings
+from server.payments.sweeps.listing import ListedWallet, listed, sweeps_of
 from server.policy.model import Policy
 from server.policy.rulebook import rules_for_agent
 from server.policy.rules import Rule
 from server.policy.service import InvalidPolicy, PolicySettings, SudoRequired, narrow_policy, update_policy
 from server.tenancy.service import AgentNotFound, agent_with_policy, get_agent
-from server.vocabulary import SUPPORTED_NETWORKS, Role, WalletMode
+from server.vocabulary import SUPPORTED_NETWORKS, Role, SweepStatus, WalletMode
 from server.wallet_policies.sync import WalletPolicyWork, wallet_work
-from server.wallets.service import active_wallet
+from server.wallets.service import active_wallet, wallets_of
 from server.web.pages.cdp_wallet import cdp_wallet_view
 from server.web.pages.common import PageHandler, Visit
 from server.web.pages.policy_changes import ChangeView, latest_views
@@ -58,6 +59,15 @@ RECENT_CHANGES = 5
 BALANCE_TIMEOUT_S = 3.0
 MANAGERS = frozenset({Role.OWNER, Role.ADMIN})
 TOKEN_TTL_DAYS = (1, 7, 30, 90, 365)
+# A retired wallet's last sweep, as the page says it.
+SWEEP_WORDS = {
+    SweepStatus.AUTHORIZED: "authorised, not signed yet",
+    SweepStatus.SIGNED: "signed, waiting to be sent",
+    SweepStatus.SUBMITTED: "sent, waiting for the network",
+    SweepStatus.SETTLED: "moved to the current wallet",
+    SweepStatus.FAILED: "did not go through: see the audit log",
+    SweepStatus.EXPIRED: "lapsed unused: nothing moved",
+}
 
 # The policy form's fields typed as text (the networks and the two switches are the others).
 TEXT_FIELDS = (
@@ -106,6 +116,8 @@ class AgentView:
     policy: Policy
     rules: list[Rule]
     wallet: Wallet | None
+    retired: list[Wallet]  # rotated away, newest first: kept for sweeping
+    sweeps: list[WalletSweep]
     payments: list[PaymentIntent]
     findings: list[OutOfPolicyFinding]
     tokens: list[LiveToken]
@@ -131,6 +143,8 @@ def _agent_view(
         policy=policy,
         rules=rules,
         wallet=wallet,
+        retired=[old for old in wallets_of(session, agent) if old.retired_at is not None],
+        sweeps=sweeps_of(session, principal, agent),
         payments=ledger.newest(session, principal, agent_id=agent.id, limit=RECENT_PAYMENTS, status=None),
         findings=recent_findings(session, principal, agent_id=agent.id, now=now),
         tokens=live_tokens(session, principal, org_id=agent.org_id, agent_id=agent.id, now=now),
@@ -153,6 +167,25 @@ async def _balance(visit: Visit, view: AgentView) -> int | None:
         except Exception:  # a balance that cannot be read is shown as unavailable, never as an error
             return None
     return None
+
+
+async def _balances(visit: Visit, view: AgentView) -> tuple[int | None, list[ListedWallet]]:
+    """The wallet's balance and the retired wallets' balances, read at the same time."""
+    services = visit.services
+    found: dict[str, int | None] = {}
+    retired: list[ListedWallet] = []
+
+    async def current() -> None:
+        found["balance"] = await _balance(visit, view)
+
+    async def rest() -> None:
+        retired.extend(await listed(services.chain, services.settings, view.agent, view.retired, view.sweeps))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(current)
+        if view.retired:
+            group.start_soon(rest)
+    return found["balance"], retired
 
 
 def _lines(text: object) -> list[str]:
@@ -297,17 +330,17 @@ async def _render(
     )
     found: dict[str, Any] = {}
 
-    async def read_balance() -> None:
-        found["balance"] = await _balance(visit, view)
+    async def read_balances() -> None:
+        found["balances"] = await _balances(visit, view)
 
     async def check_cdp() -> None:
         if view.cdp is not None:
             found["cdp"] = await cdp_wallet_view(view.cdp, reach=services.cdp)
 
     async with anyio.create_task_group() as both:  # each bounded: the chain's 3 s, CDP's 3 s
-        both.start_soon(read_balance)
+        both.start_soon(read_balances)
         both.start_soon(check_cdp)
-    balance = found["balance"]
+    balance, retired = found["balances"]
     state = state or PageState()
     done = visit.request.query_params.get("done")
     return visit.render(
@@ -322,6 +355,9 @@ async def _render(
             "day_cap": format_usd(view.day_cap_atomic, atomic=True),
             "wallet_url": address_url(view.agent.network, view.wallet.address) if view.wallet else None,
             "cdp": found.get("cdp"),
+            "retired": retired,
+            "address_url": address_url,
+            "sweep_words": SWEEP_WORDS,
             "values": state.values or form_values(view.policy),
             "errors": state.errors,
             "issued": state.issued,

@@ -1,0 +1,102 @@
+"""Rotating an agent's wallet (`admin wallet rotate`): a new wallet becomes the agent's in one
+transaction, and the one it replaces is retired, kept and listed, so what is left in it can be
+swept (server/payments/sweeps/).
+
+From the commit on, every process signs the agent's new payments with the new wallet (each
+payment reads the agent's wallet from the database, and the reservation checks it again under
+the organisation's lock). A payment reserved on the old wallet before that keeps its payer: it
+is signed, settles and is verified against the old wallet.
+
+The master key's own rotation is another thing: server/wallets/rotation.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlmodel import Session
+
+from server.audit.service import record as audit
+from server.kit.crypto import MasterKey
+from server.kit.db import lock_org
+from server.kit.errors import PaywardenError
+from server.models import Agent, Wallet
+from server.vocabulary import WalletMode
+from server.wallets.service import NewWallet, active_wallet, install_wallet, new_local_wallet
+
+ROTATED_EVENT = "wallet.rotated"
+
+
+class NothingToRotate(PaywardenError):
+    code = "no_wallet_to_rotate"
+    message = (
+        "The agent has no wallet yet, so there is nothing to rotate: give it one with "
+        "`paywarden admin wallet import`."
+    )
+
+
+class WalletUnchanged(PaywardenError):
+    code = "wallet_unchanged"
+    message = "That key is the agent's current wallet already: nothing was rotated."
+
+
+class RotationUnavailable(PaywardenError):
+    code = "wallet_rotation_unavailable"
+    message = (
+        "This agent's wallet signs through a backend that cannot make a new account here; nothing "
+        "was rotated. Give the agent a key with `--from-env` instead."
+    )
+
+
+@dataclass(frozen=True)
+class Rotated:
+    wallet: Wallet  # the agent's wallet from now on
+    retired: Wallet  # the one it replaced, kept for sweeping
+
+
+def next_wallet(current: Wallet, *, master: MasterKey, private_key: bytes | None) -> NewWallet:
+    """The wallet a rotation moves the agent to, made before the rotation's transaction.
+
+    With a key given (`--from-env`), that key, sealed. Otherwise a wallet like the current one: for
+    `local_key`, a key made here and sealed at once; for `cdp`, a new account of the organisation's
+    CDP project under a new stable name, created through the cdp backend and returned here as a
+    NewWallet (mode cdp, its address and account name, nothing sealed) once that backend can.
+    """
+    if private_key is not None or current.mode == WalletMode.LOCAL_KEY:
+        return new_local_wallet(master, private_key=private_key)
+    raise RotationUnavailable(mode=str(current.mode))
+
+
+def rotate_wallet(
+    session: Session, *, master: MasterKey, agent: Agent, new: NewWallet, actor: str, now: datetime
+) -> Rotated:
+    """Make `new` the agent's wallet and retire its current one, audited; never commits (the
+    caller's unit of work is the one transaction)."""
+    lock_org(session, agent.org_id)  # two rotations at once: the second sees the first's wallet
+    current = active_wallet(session, agent)
+    if current is None:
+        raise NothingToRotate(agentId=agent.id)
+    if current.address.lower() == new.address.lower():
+        raise WalletUnchanged(agentId=agent.id, address=current.address)
+    installed = install_wallet(session, master=master, agent=agent, new=new, now=now)
+    retired = installed.previous
+    assert retired is not None
+    assert retired.id == current.id
+    audit(
+        session,
+        org_id=agent.org_id,
+        type=ROTATED_EVENT,
+        actor=actor,
+        agent_id=agent.id,
+        subject_id=new.id,
+        data={
+            "address": new.address,
+            "mode": str(new.mode),
+            "retiredWallet": retired.id,
+            "retiredAddress": retired.address,
+            "retiredMode": str(retired.mode),
+        },
+        now=now,
+    )
+    return Rotated(installed.wallet, retired)
