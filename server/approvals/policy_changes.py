@@ -242,6 +242,31 @@ def expire_lapsed_changes(session: Session, *, actor: str, now: datetime) -> lis
     return expired
 
 
+def end_for_disabled_agent(
+    session: Session, principal: Principal, *, agent_id: str, org_id: str, actor: str, now: datetime
+) -> list[PolicyChangeRequest]:
+    """A disabled agent's waiting requests end rejected, with no member behind the decision (a
+    member's rejection always names one): nothing a stopped agent asked for stays open for a
+    person to approve by habit. The caller holds the organisation's lock."""
+    requests = PolicyChangeRepository(session)
+    ended = list(requests.open_of_agent(principal, org_id=org_id, agent_id=agent_id, now=now))
+    for row in ended:
+        row.status = PolicyChangeStatus.REJECTED
+        row.decided_at = now
+        requests.add(row)
+        audit(
+            session,
+            org_id=row.org_id,
+            type="policy_change.rejected",
+            actor=actor,
+            agent_id=row.agent_id,
+            subject_id=row.id,
+            data={"policyChangeId": row.id, "reason": "agent_disabled"},
+            now=now,
+        )
+    return ended
+
+
 class ExpirePolicyChanges:
     """The background job that writes down lapsed policy change requests."""
 

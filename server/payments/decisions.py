@@ -12,6 +12,7 @@ from sqlmodel import Session
 
 from auth.passkeys import RelyingParty
 from auth.principal import Principal
+from server.approvals import policy_changes
 from server.approvals import service as approvals
 from server.kit.db import lock_org
 from server.models import Agent, Approval, Member, MemberPasskey, WebAuthnChallenge
@@ -87,9 +88,10 @@ def decide_with_passkey(
 def set_agent_disabled(
     session: Session, principal: Principal, *, agent_id: str, disabled: bool, now: datetime
 ) -> Agent:
-    """Disable or enable an agent at once. Disabling also denies its pending approvals and closes
-    every held payment that could still pay (`agent_disabled`), under the organisation's lock, so
-    no reservation of the agent's slips in between: the ledger refuses one for a disabled agent."""
+    """Disable or enable an agent at once. Disabling also denies its pending approvals, closes
+    every held payment that could still pay (`agent_disabled`) and rejects the policy changes it
+    asked for that still wait, under the organisation's lock, so no reservation of the agent's slips
+    in between: the ledger refuses one for a disabled agent."""
     agent = get_agent(session, principal, agent_id)
     lock_org(session, agent.org_id)
     if not tenancy.set_agent_disabled(
@@ -109,6 +111,9 @@ def set_agent_disabled(
                 failure_code="agent_disabled",
                 now=now,
             )
+        policy_changes.end_for_disabled_agent(
+            session, principal, agent_id=agent.id, org_id=agent.org_id, actor=principal.actor, now=now
+        )
     return agent
 
 

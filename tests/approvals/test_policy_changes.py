@@ -18,8 +18,10 @@ from server.approvals.errors import InvalidPolicyChange, PolicyChangeNotFound, P
 from server.kit.db import Database
 from server.kit.errors import InvalidInput, PaywardenError
 from server.models import AuditEvent, PolicyChangeRequest, PolicyVersion, RuleVersion
+from server.payments.decisions import set_agent_disabled
 from server.policy.requested_changes import parse_requested_change
 from server.vocabulary import PolicyChangeStatus
+from server.web.pages.policy_changes import outcome
 from tests.support.clocks import written
 from tests.support.paywarden import settings_for
 from tests.support.tenants import AgentSetup, make_agent
@@ -245,3 +247,29 @@ def test_a_request_lapses_after_24_hours_and_the_job_writes_it_down_once(db: Dat
     assert stored is not None
     assert stored.status == PolicyChangeStatus.EXPIRED
     assert sorted(events) == ["policy_change.expired", "policy_change.requested"]
+
+
+def test_disabling_the_agent_rejects_what_it_asked_for_and_leaves_policy_alone(db: Database) -> None:
+    setup = _agent(db)
+    waiting, _ = _ask(db, setup, {"dailyCapUsd": "20"})
+    other, _ = _ask(db, setup, {"addAllowHosts": ["more.example"]})
+    before = _versions(db, setup)
+    with db.write() as session:
+        set_agent_disabled(
+            session, Principal.operator("test:person"), agent_id=setup.agent_id, disabled=True, now=NOW
+        )
+    with db.read() as session:
+        rows = {row.id: row for row in session.exec(select(PolicyChangeRequest))}
+        events = session.exec(select(AuditEvent).where(AuditEvent.type == "policy_change.rejected")).all()
+    assert {rows[waiting.id].status, rows[other.id].status} == {PolicyChangeStatus.REJECTED}
+    assert rows[waiting.id].decided_by is None  # no member rejected it: the agent was disabled
+    assert sorted(event.subject_id or "" for event in events) == sorted([waiting.id, other.id])
+    assert all(event.data["reason"] == "agent_disabled" for event in events)
+    assert _versions(db, setup) == before
+    with db.read() as session:
+        view = policy_changes.request_status(session, _principal(setup), waiting.id, now=NOW)
+    assert view.status == PolicyChangeStatus.REJECTED
+    said = outcome(rows[waiting.id], PolicyChangeStatus.REJECTED, None)
+    assert said is not None
+    assert said.startswith("Closed at ")
+    assert said.endswith("when the agent was disabled: nothing changed")

@@ -61,6 +61,8 @@ def outcome(row: PolicyChangeRequest, status: PolicyChangeStatus, decider: str |
             else "the rules changed"
         )
         return f"Approved by {who} at {when}: {made}"
+    if status == PolicyChangeStatus.REJECTED and row.decided_by is None:
+        return f"Closed at {when}, when the agent was disabled: nothing changed"
     if status == PolicyChangeStatus.REJECTED:
         return f"Rejected by {who} at {when}: nothing changed"
     if status == PolicyChangeStatus.EXPIRED:
