@@ -21,7 +21,7 @@ from server.payments.ledger import close_held
 from server.payments.repository import IntentRepository
 from server.tenancy import service as tenancy
 from server.tenancy.service import get_agent
-from server.vocabulary import ApprovalStatus, IntentStatus
+from server.vocabulary import ApprovalStatus, IntentStatus, PaymentSender
 
 
 def decide_break_glass(
@@ -125,6 +125,16 @@ def ended_by_disabling(session: Session, principal: Principal, *, among: list[Ap
         principal, intent_ids=intent_ids.keys(), failure_code=AgentDisabled.code
     )
     return {intent_ids[intent_id] for intent_id in closed}
+
+
+def handed_to_agent(session: Session, principal: Principal, *, among: list[Approval]) -> set[str]:
+    """The ids of these approvals whose payment the agent sends itself (pay_x402): approved, it is
+    signed and handed over, and Paywarden never sees it paid."""
+    intent_ids = {approval.intent_id: approval.id for approval in among}
+    handed = IntentRepository(session).sent_by(
+        principal, intent_ids=intent_ids.keys(), sender=PaymentSender.AGENT
+    )
+    return {intent_ids[intent_id] for intent_id in handed}
 
 
 def expire_lapsed(session: Session, principal: Principal, *, now: datetime) -> list[Approval]:

@@ -219,6 +219,15 @@ class IntentRepository(TenantRepository[PaymentIntent]):
         )
         return {row.id for row in self._all(statement)}
 
+    def sent_by(self, reader: Reader, *, intent_ids: Collection[str], sender: PaymentSender) -> set[str]:
+        """Which of these intents (the reader may read) were, or will be, sent by `sender`."""
+        if not intent_ids:
+            return set()
+        statement = self.readable(reader).where(
+            col(PaymentIntent.id).in_(list(intent_ids)), PaymentIntent.sent_by == sender
+        )
+        return {row.id for row in self._all(statement)}
+
     def newest(
         self, reader: Reader, *, agent_id: str, limit: int, status: IntentStatus | None
     ) -> Sequence[PaymentIntent]:

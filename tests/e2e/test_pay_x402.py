@@ -293,7 +293,7 @@ async def test_a_held_payment_is_approved_with_a_passkey_and_the_retry_hands_ove
             },
         )
         assert decided.status_code == 200, decided.text
-        browser.close()
+        assert "the payment will be made when the agent retries" in browser.get(f"/approvals/{approval}").text
         assert money.signatures("/premium") == 0
 
         signed = structured(await client.call_tool("pay_x402", retry))
@@ -308,6 +308,12 @@ async def test_a_held_payment_is_approved_with_a_passkey_and_the_retry_hands_ove
         assert (status["status"], status["intentId"]) == ("approved", signed["intentId"])
         replay = structured(await client.call_tool("pay_x402", retry))
         assert (replay["replayed"], replay["headerValue"]) == (True, signed["headerValue"])
+        # Once the header is handed over, the page says what approving meant: Paywarden signed,
+        # the agent sends.
+        page = browser.get(f"/approvals/{approval}").text
+        assert "the payment was signed and handed to the agent to send" in page
+        assert "the payment was made" not in page
+        browser.close()
     assert money.moved() == PREMIUM
 
 

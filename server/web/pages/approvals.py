@@ -103,10 +103,16 @@ def _when(moment: datetime) -> str:
 
 
 def outcome(
-    approval: Approval, status: ApprovalStatus, decider: str | None, *, agent_disabled: bool = False
+    approval: Approval,
+    status: ApprovalStatus,
+    decider: str | None,
+    *,
+    agent_disabled: bool = False,
+    handed_over: bool = False,
 ) -> str | None:
     """What became of an approval, as the page's heading says it. `agent_disabled`: its payment
-    was closed when the agent was disabled (the approval was then denied if still pending)."""
+    was closed when the agent was disabled (the approval was then denied if still pending).
+    `handed_over`: the agent sends the payment itself (pay_x402), so Paywarden only signs it."""
     who = decider or "a member"
     when = _when(approval.decided_at) if approval.decided_at is not None else None
     if status == ApprovalStatus.PENDING:
@@ -115,6 +121,8 @@ def outcome(
         return f"Denied when the agent was disabled at {when}: nothing was paid"
     if agent_disabled:
         return f"Approved by {who} at {when}, but the agent was disabled before it paid: nothing was paid"
+    if status == ApprovalStatus.CONSUMED and handed_over:
+        return f"Approved by {who} at {when}: the payment was signed and handed to the agent to send"
     if status == ApprovalStatus.CONSUMED:
         return f"Approved by {who} at {when}: the payment was made"
     if status == ApprovalStatus.APPROVED:
@@ -135,6 +143,7 @@ def _view(
     decider: str | None = None,
     *,
     agent_disabled: bool = False,
+    handed_over: bool = False,
 ) -> ApprovalView:
     status = approvals.effective_status(approval, now)
     expires_at = approvals.retry_deadline(approval) or approval.expires_at
@@ -165,7 +174,7 @@ def _view(
         created_at=approval.created_at,
         expires_at=expires_at,
         minutes_left=max(0, int((expires_at - now).total_seconds() + 59) // 60),
-        outcome=outcome(approval, status, decider, agent_disabled=agent_disabled),
+        outcome=outcome(approval, status, decider, agent_disabled=agent_disabled, handed_over=handed_over),
     )
 
 
@@ -181,6 +190,7 @@ def _inbox_of(
         return org, [_view(row, get_agent(session, principal, row.agent_id), now) for row in rows]
     rows = approvals.decided_for_decider(session, principal, member=signed_in.member)
     ended = decisions.ended_by_disabling(session, principal, among=list(rows))
+    handed = decisions.handed_to_agent(session, principal, among=list(rows))
     return org, [
         _view(
             row,
@@ -188,6 +198,7 @@ def _inbox_of(
             now,
             approvals.decider_email(session, principal, row),
             agent_disabled=row.id in ended,
+            handed_over=row.id in handed,
         )
         for row in rows
     ]
@@ -248,8 +259,11 @@ def _approval_view(session: Session, signed_in: SignedIn, approval_id: str, now:
     approval = approvals.for_decider(session, principal, member=signed_in.member, approval_id=approval_id)
     decider = approvals.decider_email(session, principal, approval)
     ended = decisions.ended_by_disabling(session, principal, among=[approval])
+    handed = decisions.handed_to_agent(session, principal, among=[approval])
     agent = get_agent(session, principal, approval.agent_id)
-    return _view(approval, agent, now, decider, agent_disabled=approval.id in ended)
+    return _view(
+        approval, agent, now, decider, agent_disabled=approval.id in ended, handed_over=approval.id in handed
+    )
 
 
 async def show(visit: Visit) -> Response:
