@@ -196,7 +196,9 @@ def test_a_sweep_is_done_only_under_the_networks_confirmations(
     agent = rotated_agent(sqlite_db, chain)
     deep = {"PAYWARDEN_CONFIRMATIONS": json.dumps({NETWORK: 2})}
 
-    shallow = sweep_with_gas(sqlite_db, chain, agent.setup.agent_id, "--wait", "1", "--json", env=deep)
+    # The wait covers the whole command (reading, signing, sending, mining), so it is long enough
+    # for a loaded machine; the two confirmations never come while it waits (nothing else mines).
+    shallow = sweep_with_gas(sqlite_db, chain, agent.setup.agent_id, "--wait", "6", "--json", env=deep)
 
     assert shallow.exit_code == 3  # not finished: run it again
     (outcome,) = json.loads(shallow.stdout)["sweeps"]
