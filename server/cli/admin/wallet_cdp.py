@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from server.cli.context import CliContext, cli_context
+from server.cli.context import cli_context
 from server.cli.output import JSON, command_group, emit, fail, reported_errors
 
 if TYPE_CHECKING:
@@ -160,12 +160,6 @@ def connect_cdp(
     _connect(agent or agent_argument or "", account_name, names, saved_credentials, as_json)
 
 
-def _reach(ctx: CliContext) -> Any:
-    from server.wallet_policies.sync import CdpReach
-
-    return CdpReach(master=ctx.master, api_url=ctx.settings.cdp_api_url, usdc_by_network=ctx.settings.assets)
-
-
 @cdp_policy.command("check")
 def check(
     agent: str = typer.Option(..., "--agent", help="Agent id or name."),
@@ -182,7 +176,7 @@ def check(
     with reported_errors():
         ctx = cli_context()
         ctx.ready()
-        reach = _reach(ctx)
+        reach = ctx.cdp_reach
         with ctx.db.read() as session:
             work = agent_work(session, ctx.principal, agent, usdc_by_network=reach.usdc_by_network)
         drift = anyio.run(lambda: drift_of(work, reach=reach))
@@ -223,7 +217,7 @@ def sync(
         ctx.ready()
         wallet = anyio.run(
             lambda: sync_agent(
-                ctx.db, principal=ctx.principal, agent_ref=agent, reach=_reach(ctx), clock=ctx.clock
+                ctx.db, principal=ctx.principal, agent_ref=agent, reach=ctx.cdp_reach, clock=ctx.clock
             )
         )
         emit(
