@@ -182,13 +182,48 @@ def agent_work(
     return wallet_work(session, agent, policy, wallet, usdc_by_network=usdc_by_network)
 
 
+@dataclass(frozen=True)
+class AgentSync:
+    """What `sync_agent` sent: the agent's current `cdp` wallet, if it has one, and its retired
+    `cdp` accounts' sweep-only policies."""
+
+    wallet: Wallet | None
+    retired: list[Wallet]
+
+    @property
+    def failed(self) -> bool:
+        sent = self.retired if self.wallet is None else [self.wallet, *self.retired]
+        return any(wallet.cdp_policy_error is not None for wallet in sent)
+
+
+def _agent_works(
+    session: Session, principal: Principal, agent_ref: str, *, usdc_by_network: Mapping[str, str]
+) -> tuple[WalletPolicyWork | None, list[WalletPolicyWork]]:
+    agent = find_agent(session, principal, agent_ref)
+    retired = retired_work(session, principal, agent.id, usdc_by_network=usdc_by_network)
+    try:
+        current = agent_work(session, principal, agent.id, usdc_by_network=usdc_by_network)
+    except NotACdpWallet:
+        if not retired:
+            raise
+        current = None
+    return current, retired
+
+
 async def sync_agent(
     db: Database, *, principal: Principal, agent_ref: str, reach: CdpReach, clock: Clock
-) -> Wallet:
+) -> AgentSync:
     """Send the agent's wallet policy to CDP now, whatever the job's schedule (also to repair a
-    policy changed at CDP behind Paywarden's back)."""
-    work = await db.reading(agent_work, principal, agent_ref, usdc_by_network=reach.usdc_by_network)
-    return await push_policy(db, work, reach=reach, clock=clock, actor=principal.actor)
+    policy changed at CDP behind Paywarden's back), and each retired account's sweep-only one.
+    NotACdpWallet when the agent has no `cdp` wallet, current or retired."""
+    current, retired = await db.reading(
+        _agent_works, principal, agent_ref, usdc_by_network=reach.usdc_by_network
+    )
+    actor = principal.actor
+    return AgentSync(
+        None if current is None else await push_policy(db, current, reach=reach, clock=clock, actor=actor),
+        [await push_policy(db, work, reach=reach, clock=clock, actor=actor) for work in retired],
+    )
 
 
 def retired_work(

@@ -206,8 +206,9 @@ def sync(
     as_json: bool = JSON,
 ) -> None:
     """Send the agent's wallet policy to CDP now (the background job does it within seconds of a
-    change; this does it at once, and repairs a policy changed at CDP). Exits 1 when CDP did not
-    take it: the wallet then says why, and the job tries again."""
+    change; this does it at once, and repairs a policy changed at CDP), and the sweep-only policy
+    of each of its retired CDP accounts. Exits 1 when CDP did not take one: the wallet then says
+    why, and the job tries again."""
     import anyio
 
     from server.wallet_policies.sync import sync_agent
@@ -215,19 +216,22 @@ def sync(
     with reported_errors():
         ctx = cli_context()
         ctx.ready()
-        wallet = anyio.run(
+        synced = anyio.run(
             lambda: sync_agent(
                 ctx.db, principal=ctx.principal, agent_ref=agent, reach=ctx.cdp_reach, clock=ctx.clock
             )
         )
-        emit(
-            {
-                **_connected(wallet),
-                "sentAt": wallet.cdp_policy_synced_at,
-                "lastError": wallet.cdp_policy_error,
-                "nextAttemptAt": wallet.cdp_policy_retry_at,
-            },
-            as_json=as_json,
-        )
-        if wallet.cdp_policy_error is not None:
+        current = {} if synced.wallet is None else _sent(synced.wallet)
+        retired = [{"walletId": wallet.id, **_sent(wallet)} for wallet in synced.retired]
+        emit({**current, "retired": retired}, as_json=as_json)
+        if synced.failed:
             raise typer.Exit(1)
+
+
+def _sent(wallet: Wallet) -> dict[str, Any]:
+    return {
+        **_connected(wallet),
+        "sentAt": wallet.cdp_policy_synced_at,
+        "lastError": wallet.cdp_policy_error,
+        "nextAttemptAt": wallet.cdp_policy_retry_at,
+    }
