@@ -26,13 +26,12 @@ from server.kit.crypto import MasterKey
 from server.kit.db import Database
 from server.kit.ids import new_id
 from server.models import Agent, Wallet
-from server.signers.loading import cdp_accounts
 from server.tenancy.service import find_agent, get_agent
 from server.vocabulary import WalletMode
 from server.wallet_policies.accounts import account_under_policy
 from server.wallet_policies.service import Compiled, compiled_for
 from server.wallet_policies.sync import CdpReach, sync_retired
-from server.wallets.cdp import CdpNotConnected, next_account_name, sealed_cdp_credentials
+from server.wallets.cdp import next_account_name, sealed_cdp_credentials
 from server.wallets.replacement import NothingToRotate, Rotated, rotate_wallet
 from server.wallets.service import NewWallet, active_wallet, new_local_wallet
 
@@ -72,15 +71,7 @@ def _plan(
 
 async def _next_account(agent: Agent, account: _NextAccount, *, reach: CdpReach) -> NewWallet:
     """The agent's next account at CDP, under its own policy (CdpError when CDP does not make it)."""
-    if account.sealed_credentials is None:
-        raise CdpNotConnected()
-    accounts = cdp_accounts(
-        reach.master,
-        org_id=agent.org_id,
-        sealed=account.sealed_credentials,
-        api_url=reach.api_url,
-        pool=reach.pool,
-    )
+    accounts = reach.accounts(org_id=agent.org_id, sealed_credentials=account.sealed_credentials)
     address, sent = await account_under_policy(
         accounts,
         agent_id=agent.id,

@@ -36,7 +36,7 @@ from server.kit.db import Database
 from server.kit.errors import PaywardenError
 from server.models import Agent, Wallet
 from server.policy.model import Policy
-from server.signers.cdp_api import CdpClientPool
+from server.signers.cdp_api import CdpAccounts, CdpClientPool
 from server.signers.errors import CdpError, SignerError
 from server.signers.loading import cdp_accounts
 from server.tenancy.service import agent_with_policy, find_agent
@@ -85,6 +85,14 @@ class CdpReach:
     usdc_by_network: Mapping[str, str]
     pool: CdpClientPool | None = None  # a server's open clients; None: a client per call
 
+    def accounts(self, *, org_id: str, sealed_credentials: bytes | None) -> CdpAccounts:
+        """The organisation's accounts and policies at CDP (CdpNotConnected without credentials)."""
+        if sealed_credentials is None:
+            raise CdpNotConnected()
+        return cdp_accounts(
+            self.master, org_id=org_id, sealed=sealed_credentials, api_url=self.api_url, pool=self.pool
+        )
+
 
 async def push_policy(
     db: Database, work: WalletPolicyWork, *, reach: CdpReach, clock: Clock, actor: str
@@ -93,15 +101,7 @@ async def push_policy(
     the failure and when to try again (never raised: the row says it)."""
     wallet = work.wallet
     try:
-        if work.sealed_credentials is None:
-            raise CdpNotConnected()
-        accounts = cdp_accounts(
-            reach.master,
-            org_id=wallet.org_id,
-            sealed=work.sealed_credentials,
-            api_url=reach.api_url,
-            pool=reach.pool,
-        )
+        accounts = reach.accounts(org_id=wallet.org_id, sealed_credentials=work.sealed_credentials)
         sent, created = await send_policy(
             accounts,
             address=wallet.address,
@@ -258,13 +258,5 @@ async def sync_retired(
 async def drift_of(work: WalletPolicyWork, *, reach: CdpReach) -> Drift:
     """What CDP holds for the wallet compared with what Paywarden compiles now (CdpError when CDP
     cannot say, CdpNotConnected without credentials)."""
-    if work.sealed_credentials is None:
-        raise CdpNotConnected()
-    accounts = cdp_accounts(
-        reach.master,
-        org_id=work.wallet.org_id,
-        sealed=work.sealed_credentials,
-        api_url=reach.api_url,
-        pool=reach.pool,
-    )
+    accounts = reach.accounts(org_id=work.wallet.org_id, sealed_credentials=work.sealed_credentials)
     return await check_drift(accounts, wallet=work.wallet, compiled=work.compiled)
