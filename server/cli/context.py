@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # loaded when a command runs, never for `--help`
     from server.kit.crypto import MasterKey
     from server.kit.db import Database
     from server.settings import Settings
+    from server.wallet_policies.sync import CdpReach
 
 
 @dataclass
@@ -79,6 +80,15 @@ class CliContext:
     def master(self) -> MasterKey:
         """The master key, checked against the database."""
         return self._opened[1]
+
+    @property
+    def cdp_reach(self) -> CdpReach:
+        """How the command reaches Coinbase CDP for the organisations' `cdp` wallets."""
+        from server.wallet_policies.sync import CdpReach
+
+        return CdpReach(
+            master=self.master, api_url=self.settings.cdp_api_url, usdc_by_network=self.settings.assets
+        )
 
     def ready(self) -> None:
         """What every command that uses the database does first: the schema must be current and

@@ -134,6 +134,7 @@ def wallet_rotated(rotated: Rotated) -> Document:
         "walletId": rotated.wallet.id,
         "address": rotated.wallet.address,
         "mode": _value(rotated.wallet.mode),
+        "accountName": rotated.wallet.account_name,
         "retiredWalletId": rotated.retired.id,
         "retiredAddress": rotated.retired.address,
     }

@@ -5,7 +5,8 @@ In order: the agent's policy is compiled now; CDP is asked for the account by na
 does not exist) and the policy is created (or, for the same account again, updated) and put on the
 account; only then, in one transaction, are new credentials sealed (so a typo never replaces
 credentials that work) and the account registered, the agent's previous wallet retired. A second
-account for the same agent (a rotation) is `provision_cdp_account` with `next_account_name`.
+account for the same agent (a rotation, server/wallet_policies/rotation.py) is made the same way
+(`account_under_policy`) under the next generation's name (`next_account_name`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from server.vocabulary import WalletMode
 from server.wallet_policies.service import Compiled, compiled_for, hold_policy, send_policy
 from server.wallets.cdp import (
     CdpNotConnected,
-    SentPolicy,
     account_name_for,
     check_account_free,
     check_account_name,
@@ -36,7 +36,7 @@ from server.wallets.cdp import (
     save_cdp_credentials,
     sealed_cdp_credentials,
 )
-from server.wallets.service import active_wallet
+from server.wallets.service import SentPolicy, active_wallet
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,39 @@ def _plan(
         sealed_credentials=sealed_cdp_credentials(session, org_id=agent.org_id),
         previous=active_wallet(session, agent),
     )
+
+
+async def account_under_policy(
+    accounts: CdpAccounts,
+    *,
+    agent_id: str,
+    name: str,
+    policy_id: str | None,
+    compiled: Compiled,
+    adopt_attached: bool = False,
+) -> tuple[str, SentPolicy]:
+    """The account named `name` at CDP (made if it does not exist) under a policy holding
+    `compiled`: `policy_id` updated in place, or a new one. With `adopt_attached`, an account that
+    exists already keeps the policy it is under (made for it by an earlier run that did not get
+    to record it), updated in place. Its address and what CDP holds; CdpError when CDP does not."""
+    idempotency_key = f"{agent_id}:{name}"
+    existing = await accounts.account_named(name)
+    if existing is None:
+        # The policy first, so the account never exists at CDP without it.
+        sent, _ = await hold_policy(
+            accounts, policy_id=policy_id, compiled=compiled, idempotency_key=idempotency_key
+        )
+        return (await accounts.create_account(name, policy_id=sent.policy_id)).address, sent
+    if adopt_attached and policy_id is None and existing.policies:
+        policy_id = existing.policies[0]
+    sent, _ = await send_policy(
+        accounts,
+        address=existing.address,
+        policy_id=policy_id,
+        compiled=compiled,
+        idempotency_key=idempotency_key,
+    )
+    return existing.address, sent
 
 
 def _register(
@@ -132,23 +165,9 @@ async def provision_cdp_account(
         and previous.account_name == plan.account_name
         else None
     )
-    idempotency_key = f"{plan.agent.id}:{plan.account_name}"
-    existing = await accounts.account_named(plan.account_name)
-    if existing is None:
-        # The policy first, so the account never exists at CDP without it.
-        sent, _ = await hold_policy(
-            accounts, policy_id=policy_id, compiled=plan.compiled, idempotency_key=idempotency_key
-        )
-        address = (await accounts.create_account(plan.account_name, policy_id=sent.policy_id)).address
-    else:
-        sent, _ = await send_policy(
-            accounts,
-            address=existing.address,
-            policy_id=policy_id,
-            compiled=plan.compiled,
-            idempotency_key=idempotency_key,
-        )
-        address = existing.address
+    address, sent = await account_under_policy(
+        accounts, agent_id=plan.agent.id, name=plan.account_name, policy_id=policy_id, compiled=plan.compiled
+    )
     return await db.writing(
         _register,
         principal,

@@ -17,6 +17,11 @@ rules in order, the first matching rule decides, and a request no rule matches i
 An agent whose policy pays nobody (no network with USDC, a zero cap, no payee) gets no accept rule:
 its wallet signs nothing.
 
+A retired wallet (rotated away, kept until what is left in it is swept) gets a sweep-only policy
+instead (`compile_sweep_policy`): its one accept rule is a `TransferWithAuthorization` of a
+configured network's USDC to the agent's current wallet, of any value (a sweep moves the whole
+balance); the agent's policy no longer applies to it, since it pays no seller any more.
+
 cdp-sdk's policy types list operations of other products too. `EXCLUDED_OPERATIONS` names each,
 with why no rule is written for it; a test fails when the SDK lists an operation that is in neither
 list, so a new one is decided on, not missed.
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from server.wallet_policies.bounds import PaymentBounds
@@ -82,23 +88,32 @@ def _transfer_fields(conditions: list[dict[str, Any]]) -> dict[str, Any]:
     return {"type": "evmTypedDataField", "types": _transfer_types(), "conditions": conditions}
 
 
+def _accept_transfer(contracts: Sequence[str], conditions: list[dict[str, Any]]) -> dict[str, Any]:
+    return _typed_data_rule(
+        "accept",
+        [
+            {"type": "evmTypedDataVerifyingContract", "operator": "in", "addresses": list(contracts)},
+            _transfer_fields(conditions),
+        ],
+    )
+
+
 def _accept(bounds: PaymentBounds) -> dict[str, Any]:
     conditions: list[dict[str, Any]] = [
         {"path": "value", "operator": "<=", "value": str(bounds.max_value_atomic)}
     ]
     if bounds.payees is not None:
         conditions.append({"path": "to", "operator": "in", "addresses": list(bounds.payees)})
-    return _typed_data_rule(
-        "accept",
-        [
-            {
-                "type": "evmTypedDataVerifyingContract",
-                "operator": "in",
-                "addresses": list(bounds.verifying_contracts),
-            },
-            _transfer_fields(conditions),
-        ],
-    )
+    return _accept_transfer(bounds.verifying_contracts, conditions)
+
+
+def _document(rules: list[dict[str, Any]], description: str) -> dict[str, Any]:
+    for operation, criteria in REJECTED_OPERATIONS.items():
+        rule: dict[str, Any] = {"action": "reject", "operation": operation}
+        if criteria is not None:
+            rule["criteria"] = [dict(criterion) for criterion in criteria]
+        rules.append(rule)
+    return {"scope": "account", "description": description, "rules": rules}
 
 
 def compile_account_policy(bounds: PaymentBounds, *, description: str) -> dict[str, Any]:
@@ -109,17 +124,34 @@ def compile_account_policy(bounds: PaymentBounds, *, description: str) -> dict[s
         rules.append(_typed_data_rule("reject", [_transfer_fields([denied])]))
     if not bounds.pays_nobody:
         rules.append(_accept(bounds))
-    for operation, criteria in REJECTED_OPERATIONS.items():
-        rule: dict[str, Any] = {"action": "reject", "operation": operation}
-        if criteria is not None:
-            rule["criteria"] = [dict(criterion) for criterion in criteria]
-        rules.append(rule)
-    return {"scope": "account", "description": description, "rules": rules}
+    return _document(rules, description)
+
+
+def compile_sweep_policy(
+    *, usdc_by_network: Mapping[str, str], payee: str, description: str
+) -> dict[str, Any]:
+    """The account policy of a retired wallet: it signs only a transfer of a configured network's
+    USDC to `payee` (the agent's current wallet), its sweep; no network with USDC: nothing."""
+    contracts = sorted({address.lower() for address in usdc_by_network.values()})
+    rules: list[dict[str, Any]] = []
+    if contracts:
+        to = {"path": "to", "operator": "in", "addresses": [payee.lower()]}
+        rules.append(_accept_transfer(contracts, [to]))
+    return _document(rules, description)
+
+
+def _short(agent_id: str) -> str:
+    return agent_id.partition("_")[2][:20] or agent_id[:20]
 
 
 def description_for(agent_id: str) -> str:
     """The policy's description at CDP (letters, digits, spaces, commas and periods, at most 50)."""
-    return f"Paywarden policy for agent {agent_id.partition('_')[2][:20] or agent_id[:20]}"
+    return f"Paywarden policy for agent {_short(agent_id)}"
+
+
+def sweep_description_for(agent_id: str) -> str:
+    """A retired wallet's sweep-only policy's description at CDP (the same limits)."""
+    return f"Paywarden sweep for agent {_short(agent_id)}"
 
 
 def digest(document: dict[str, Any]) -> str:

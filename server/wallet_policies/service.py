@@ -25,8 +25,14 @@ from server.signers.cdp_api import CdpAccounts, HeldPolicy
 from server.signers.errors import CdpRefused
 from server.tenancy.service import agent_with_policy
 from server.wallet_policies.bounds import payment_bounds
-from server.wallet_policies.compiler import compile_account_policy, description_for, digest
-from server.wallets.cdp import SentPolicy
+from server.wallet_policies.compiler import (
+    compile_account_policy,
+    compile_sweep_policy,
+    description_for,
+    digest,
+    sweep_description_for,
+)
+from server.wallets.service import SentPolicy
 
 SYSTEM = Principal.system("wallet-policies")
 _ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
@@ -46,6 +52,17 @@ def compile_policy(
 ) -> Compiled:
     bounds = payment_bounds(policy, usdc_by_network=usdc_by_network, pins=pins)
     document = compile_account_policy(bounds, description=description_for(agent.id))
+    return Compiled(document, digest(document), policy.version)
+
+
+def compile_sweep(
+    agent: Agent, policy: Policy, *, payee: str, usdc_by_network: Mapping[str, str]
+) -> Compiled:
+    """A retired wallet's sweep-only document: it may send USDC to `payee` (the agent's current
+    wallet) and nothing else; `policy` only dates it (the agent's policy version it goes with)."""
+    document = compile_sweep_policy(
+        usdc_by_network=usdc_by_network, payee=payee, description=sweep_description_for(agent.id)
+    )
     return Compiled(document, digest(document), policy.version)
 
 

@@ -1,5 +1,9 @@
 """Keeping every `cdp` wallet's own policy at CDP in step with its agent's, and checking it.
 
+**Retired accounts too.** A `cdp` wallet rotated away keeps its account at CDP until what is left in
+it is swept: its policy there becomes sweep-only (a transfer of USDC to the agent's current wallet,
+nothing else), and follows the agent's current wallet when it is rotated again.
+
 **Where the sync runs, and why there.** In a background job (`WalletPolicySync`, every 15 seconds,
 in one process at a time), never inside the request that changed a policy. A policy change (a cap
 lowered on the dashboard, a host added by a payment through the catalog route, a change confirmed
@@ -32,12 +36,20 @@ from server.kit.db import Database
 from server.kit.errors import PaywardenError
 from server.models import Agent, Wallet
 from server.policy.model import Policy
-from server.signers.cdp_api import CdpClientPool
+from server.signers.cdp_api import CdpAccounts, CdpClientPool
 from server.signers.errors import CdpError, SignerError
 from server.signers.loading import cdp_accounts
 from server.tenancy.service import agent_with_policy, find_agent
 from server.vocabulary import WalletMode
-from server.wallet_policies.service import SYSTEM, Compiled, Drift, check_drift, compile_policy, send_policy
+from server.wallet_policies.service import (
+    SYSTEM,
+    Compiled,
+    Drift,
+    check_drift,
+    compile_policy,
+    compile_sweep,
+    send_policy,
+)
 from server.wallets.cdp import (
     CdpNotConnected,
     NotACdpWallet,
@@ -45,6 +57,7 @@ from server.wallets.cdp import (
     record_policy_failure,
     record_policy_sent,
     record_policy_version,
+    retired_cdp_accounts,
     sealed_cdp_credentials,
 )
 from server.wallets.service import active_wallet
@@ -72,6 +85,14 @@ class CdpReach:
     usdc_by_network: Mapping[str, str]
     pool: CdpClientPool | None = None  # a server's open clients; None: a client per call
 
+    def accounts(self, *, org_id: str, sealed_credentials: bytes | None) -> CdpAccounts:
+        """The organisation's accounts and policies at CDP (CdpNotConnected without credentials)."""
+        if sealed_credentials is None:
+            raise CdpNotConnected()
+        return cdp_accounts(
+            self.master, org_id=org_id, sealed=sealed_credentials, api_url=self.api_url, pool=self.pool
+        )
+
 
 async def push_policy(
     db: Database, work: WalletPolicyWork, *, reach: CdpReach, clock: Clock, actor: str
@@ -80,15 +101,7 @@ async def push_policy(
     the failure and when to try again (never raised: the row says it)."""
     wallet = work.wallet
     try:
-        if work.sealed_credentials is None:
-            raise CdpNotConnected()
-        accounts = cdp_accounts(
-            reach.master,
-            org_id=wallet.org_id,
-            sealed=work.sealed_credentials,
-            api_url=reach.api_url,
-            pool=reach.pool,
-        )
+        accounts = reach.accounts(org_id=wallet.org_id, sealed_credentials=work.sealed_credentials)
         sent, created = await send_policy(
             accounts,
             address=wallet.address,
@@ -120,15 +133,22 @@ class WalletPolicySync:
 
     def _due(self, session: Session, now: datetime) -> list[WalletPolicyWork]:
         pins = listed_pins(session)
-        due: list[WalletPolicyWork] = []
+        usdc = self._reach.usdc_by_network
+        compiled: list[tuple[Wallet, Compiled]] = []
         for wallet in cdp_wallets(session):
             agent, policy = agent_with_policy(session, SYSTEM, wallet.agent_id)
-            compiled = compile_policy(agent, policy, usdc_by_network=self._reach.usdc_by_network, pins=pins)
-            if compiled.digest == wallet.cdp_policy_digest:
-                record_policy_version(session, wallet=wallet, version=compiled.version)
+            compiled.append((wallet, compile_policy(agent, policy, usdc_by_network=usdc, pins=pins)))
+        for retired in retired_cdp_accounts(session):
+            agent, policy = agent_with_policy(session, SYSTEM, retired.wallet.agent_id)
+            sweep = compile_sweep(agent, policy, payee=retired.payee, usdc_by_network=usdc)
+            compiled.append((retired.wallet, sweep))
+        due: list[WalletPolicyWork] = []
+        for wallet, document in compiled:
+            if document.digest == wallet.cdp_policy_digest:
+                record_policy_version(session, wallet=wallet, version=document.version)
             elif wallet.cdp_policy_retry_at is None or wallet.cdp_policy_retry_at <= now:
                 sealed = sealed_cdp_credentials(session, org_id=wallet.org_id)
-                due.append(WalletPolicyWork(wallet, compiled, sealed))
+                due.append(WalletPolicyWork(wallet, document, sealed))
         return due
 
     async def run_once(self) -> int:
@@ -162,25 +182,81 @@ def agent_work(
     return wallet_work(session, agent, policy, wallet, usdc_by_network=usdc_by_network)
 
 
+@dataclass(frozen=True)
+class AgentSync:
+    """What `sync_agent` sent: the agent's current `cdp` wallet, if it has one, and its retired
+    `cdp` accounts' sweep-only policies."""
+
+    wallet: Wallet | None
+    retired: list[Wallet]
+
+    @property
+    def failed(self) -> bool:
+        sent = self.retired if self.wallet is None else [self.wallet, *self.retired]
+        return any(wallet.cdp_policy_error is not None for wallet in sent)
+
+
+def _agent_works(
+    session: Session, principal: Principal, agent_ref: str, *, usdc_by_network: Mapping[str, str]
+) -> tuple[WalletPolicyWork | None, list[WalletPolicyWork]]:
+    agent = find_agent(session, principal, agent_ref)
+    retired = retired_work(session, principal, agent.id, usdc_by_network=usdc_by_network)
+    try:
+        current = agent_work(session, principal, agent.id, usdc_by_network=usdc_by_network)
+    except NotACdpWallet:
+        if not retired:
+            raise
+        current = None
+    return current, retired
+
+
 async def sync_agent(
     db: Database, *, principal: Principal, agent_ref: str, reach: CdpReach, clock: Clock
-) -> Wallet:
+) -> AgentSync:
     """Send the agent's wallet policy to CDP now, whatever the job's schedule (also to repair a
-    policy changed at CDP behind Paywarden's back)."""
-    work = await db.reading(agent_work, principal, agent_ref, usdc_by_network=reach.usdc_by_network)
-    return await push_policy(db, work, reach=reach, clock=clock, actor=principal.actor)
+    policy changed at CDP behind Paywarden's back), and each retired account's sweep-only one.
+    NotACdpWallet when the agent has no `cdp` wallet, current or retired."""
+    current, retired = await db.reading(
+        _agent_works, principal, agent_ref, usdc_by_network=reach.usdc_by_network
+    )
+    actor = principal.actor
+    return AgentSync(
+        None if current is None else await push_policy(db, current, reach=reach, clock=clock, actor=actor),
+        [await push_policy(db, work, reach=reach, clock=clock, actor=actor) for work in retired],
+    )
+
+
+def retired_work(
+    session: Session, principal: Principal, agent_id: str, *, usdc_by_network: Mapping[str, str]
+) -> list[WalletPolicyWork]:
+    """The agent's retired `cdp` accounts, each with its sweep-only document compiled now."""
+    agent, policy = agent_with_policy(session, principal, agent_id)
+    sealed = sealed_cdp_credentials(session, org_id=agent.org_id)
+    return [
+        WalletPolicyWork(
+            retired.wallet,
+            compile_sweep(agent, policy, payee=retired.payee, usdc_by_network=usdc_by_network),
+            sealed,
+        )
+        for retired in retired_cdp_accounts(session, agent=agent)
+    ]
+
+
+async def sync_retired(
+    db: Database, *, principal: Principal, agent_id: str, reach: CdpReach, clock: Clock
+) -> list[Wallet]:
+    """Send the sweep-only policy of each of the agent's retired `cdp` accounts whose policy at CDP
+    is not it yet (right after a rotation, rather than at the job's next pass)."""
+    works = await db.reading(retired_work, principal, agent_id, usdc_by_network=reach.usdc_by_network)
+    return [
+        await push_policy(db, work, reach=reach, clock=clock, actor=principal.actor)
+        for work in works
+        if work.compiled.digest != work.wallet.cdp_policy_digest
+    ]
 
 
 async def drift_of(work: WalletPolicyWork, *, reach: CdpReach) -> Drift:
     """What CDP holds for the wallet compared with what Paywarden compiles now (CdpError when CDP
     cannot say, CdpNotConnected without credentials)."""
-    if work.sealed_credentials is None:
-        raise CdpNotConnected()
-    accounts = cdp_accounts(
-        reach.master,
-        org_id=work.wallet.org_id,
-        sealed=work.sealed_credentials,
-        api_url=reach.api_url,
-        pool=reach.pool,
-    )
+    accounts = reach.accounts(org_id=work.wallet.org_id, sealed_credentials=work.sealed_credentials)
     return await check_drift(accounts, wallet=work.wallet, compiled=work.compiled)

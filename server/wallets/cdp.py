@@ -29,7 +29,7 @@ from server.signers.loading import seal_cdp_credentials
 from server.vocabulary import WalletMode
 from server.wallets.master_key import require_current_key
 from server.wallets.repository import CdpCredentialsRepository, WalletRepository
-from server.wallets.service import audit_wallet, replace_wallet
+from server.wallets.service import SentPolicy, audit_wallet, replace_wallet
 
 ACCOUNT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,34}[A-Za-z0-9]$")
 # After a failed attempt to send a wallet's policy, the next waits this long, doubling, up to the cap.
@@ -64,15 +64,6 @@ class CdpAccountInUse(PaywardenError):
 class NotACdpWallet(PaywardenError):
     code = "not_a_cdp_wallet"
     message = "The agent's wallet is not a Coinbase CDP account: there is no wallet policy at CDP to check."
-
-
-@dataclass(frozen=True)
-class SentPolicy:
-    """A wallet's own policy as CDP accepted it: its id there, and what was sent."""
-
-    policy_id: str
-    digest: str  # SHA-256 of the compiled document
-    version: int  # the agent's policy version it was compiled from
 
 
 def _hex(some_id: str) -> str:
@@ -189,6 +180,37 @@ def any_cdp_wallet(session: Session) -> bool:
 def cdp_wallets(session: Session) -> list[Wallet]:
     """Every `cdp` wallet in use, of every organisation (for the wallet policy job)."""
     return list(WalletRepository(session).active_cdp())
+
+
+@dataclass(frozen=True)
+class RetiredAccount:
+    """A retired `cdp` wallet and where its sweep goes: the agent's current wallet."""
+
+    wallet: Wallet
+    payee: str
+
+
+def retired_cdp_accounts(session: Session, *, agent: Agent | None = None) -> list[RetiredAccount]:
+    """Every retired `cdp` account (or the agent's) that keeps a sweep-only policy at CDP: one row
+    per agent and address (the newest), and none whose address is the agent's current wallet again
+    (an account connected anew: that row's policy is the agent's)."""
+    wallets = WalletRepository(session)
+    found: list[RetiredAccount] = []
+    seen: set[tuple[str, str]] = set()
+    retired = (
+        wallets.retired_cdp()
+        if agent is None
+        else wallets.retired_cdp(org_id=agent.org_id, agent_id=agent.id)
+    )
+    for wallet in retired:
+        key = (wallet.agent_id, wallet.address.lower())
+        if key in seen:
+            continue
+        seen.add(key)
+        current = wallets.active_for_agent(org_id=wallet.org_id, agent_id=wallet.agent_id)
+        if current is not None and current.address.lower() != wallet.address.lower():
+            found.append(RetiredAccount(wallet, current.address))
+    return found
 
 
 def record_policy_sent(

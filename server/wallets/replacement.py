@@ -7,7 +7,10 @@ payment reads the agent's wallet from the database, and the reservation checks i
 the organisation's lock). A payment reserved on the old wallet before that keeps its payer: it
 is signed, settles and is verified against the old wallet.
 
-The master key's own rotation is another thing: server/wallets/rotation.py.
+The wallet it moves to is made before that transaction (server/wallet_policies/rotation.py): a
+key made here and sealed, a key given, or, for a `cdp` wallet, the next account of the
+organisation's CDP project. The master key's own rotation is another thing:
+server/wallets/rotation.py.
 """
 
 from __future__ import annotations
@@ -22,8 +25,7 @@ from server.kit.crypto import MasterKey
 from server.kit.db import lock_org
 from server.kit.errors import PaywardenError
 from server.models import Agent, Wallet
-from server.vocabulary import WalletMode
-from server.wallets.service import NewWallet, active_wallet, install_wallet, new_local_wallet
+from server.wallets.service import NewWallet, active_wallet, install_wallet
 
 ROTATED_EVENT = "wallet.rotated"
 
@@ -38,34 +40,13 @@ class NothingToRotate(PaywardenError):
 
 class WalletUnchanged(PaywardenError):
     code = "wallet_unchanged"
-    message = "That key is the agent's current wallet already: nothing was rotated."
-
-
-class RotationUnavailable(PaywardenError):
-    code = "wallet_rotation_unavailable"
-    message = (
-        "This agent's wallet signs through a backend that cannot make a new account here; nothing "
-        "was rotated. Give the agent a key with `--from-env` instead."
-    )
+    message = "That key or account is the agent's current wallet already: nothing was rotated."
 
 
 @dataclass(frozen=True)
 class Rotated:
     wallet: Wallet  # the agent's wallet from now on
     retired: Wallet  # the one it replaced, kept for sweeping
-
-
-def next_wallet(current: Wallet, *, master: MasterKey, private_key: bytes | None) -> NewWallet:
-    """The wallet a rotation moves the agent to, made before the rotation's transaction.
-
-    With a key given (`--from-env`), that key, sealed. Otherwise a wallet like the current one: for
-    `local_key`, a key made here and sealed at once; for `cdp`, a new account of the organisation's
-    CDP project under a new stable name, created through the cdp backend and returned here as a
-    NewWallet (mode cdp, its address and account name, nothing sealed) once that backend can.
-    """
-    if private_key is not None or current.mode == WalletMode.LOCAL_KEY:
-        return new_local_wallet(master, private_key=private_key)
-    raise RotationUnavailable(mode=str(current.mode))
 
 
 def rotate_wallet(
@@ -96,6 +77,7 @@ def rotate_wallet(
             "retiredWallet": retired.id,
             "retiredAddress": retired.address,
             "retiredMode": str(retired.mode),
+            **({"accountName": new.account_name} if new.account_name else {}),
         },
         now=now,
     )

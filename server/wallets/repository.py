@@ -43,6 +43,14 @@ class WalletRepository(TenantRepository[Wallet]):
             .order_by(col(Wallet.created_at), col(Wallet.id))
         )
 
+    def retired_cdp(self, *, org_id: str | None = None, agent_id: str | None = None) -> Sequence[Wallet]:
+        """Every retired `cdp` wallet, of every organisation (or of one agent), newest first."""
+        retired = col(Wallet.retired_at).is_not(None)
+        statement = self._statement().where(Wallet.mode == WalletMode.CDP, retired)
+        if org_id is not None and agent_id is not None:
+            statement = statement.where(Wallet.org_id == org_id, Wallet.agent_id == agent_id)
+        return self._all(statement.order_by(col(Wallet.created_at).desc(), col(Wallet.id).desc()))
+
     def active_named(self, *, org_id: str, account_name: str) -> Wallet | None:
         """The organisation's wallet in use under that CDP account name, if any."""
         return self._first(

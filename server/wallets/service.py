@@ -72,9 +72,19 @@ def is_retired_payer(session: Session, agent: Agent, payer: str) -> bool:
 
 
 @dataclass(frozen=True)
+class SentPolicy:
+    """A `cdp` wallet's own policy as CDP accepted it: its id there, and what was sent."""
+
+    policy_id: str
+    digest: str  # SHA-256 of the compiled document
+    version: int  # the agent's policy version it was compiled from
+
+
+@dataclass(frozen=True)
 class NewWallet:
     """A wallet made ready for an agent before the transaction that gives it: its id, how it signs,
-    its address, and its key sealed for that id (local_key) or its account's name (cdp)."""
+    its address, and its key sealed for that id (local_key) or its account's name and the policy
+    CDP holds for it (cdp)."""
 
     id: str
     mode: WalletMode
@@ -82,6 +92,7 @@ class NewWallet:
     sealed_secret: bytes | None
     sealed_key_id: str | None
     account_name: str | None = None
+    policy: SentPolicy | None = None
 
 
 def new_local_wallet(master: MasterKey, *, private_key: bytes | None) -> NewWallet:
@@ -138,6 +149,10 @@ def _row(session: Session, master: MasterKey, agent: Agent, new: NewWallet, now:
         sealed_key_id=new.sealed_key_id,
         account_name=new.account_name,
         created_at=now,
+        cdp_policy_id=new.policy.policy_id if new.policy else None,
+        cdp_policy_digest=new.policy.digest if new.policy else None,
+        cdp_policy_version=new.policy.version if new.policy else None,
+        cdp_policy_synced_at=now if new.policy else None,
     )
 
 

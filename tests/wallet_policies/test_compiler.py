@@ -24,8 +24,10 @@ from server.wallet_policies.compiler import (
     EXCLUDED_OPERATIONS,
     REJECTED_OPERATIONS,
     compile_account_policy,
+    compile_sweep_policy,
     description_for,
     digest,
+    sweep_description_for,
 )
 from server.x402.transfer_authorization import TRANSFER_WITH_AUTHORIZATION_TYPES
 
@@ -74,18 +76,41 @@ SCENARIOS: dict[str, Policy] = {
 }
 
 
+CURRENT_WALLET = "0x7777777777777777777777777777777777777777"
+
+# A retired wallet's sweep-only policies, by the networks configured with USDC.
+SWEEPS: dict[str, dict[str, str]] = {
+    # One network: the retired wallet may send that USDC to the agent's current wallet, nothing else.
+    "sweep-only-to-the-current-wallet": {BASE_SEPOLIA: USDC[BASE_SEPOLIA]},
+    # Two networks: either network's USDC, still only to the current wallet.
+    "sweep-only-two-networks": USDC,
+    # No network with USDC: the retired wallet signs nothing at all.
+    "sweep-only-no-network": {},
+}
+
+
 def _compiled(policy: Policy) -> dict[str, Any]:
     bounds = payment_bounds(policy, usdc_by_network=USDC, pins=PINS)
     return compile_account_policy(bounds, description=description_for(AGENT))
+
+
+def _sweep(usdc_by_network: dict[str, str]) -> dict[str, Any]:
+    return compile_sweep_policy(
+        usdc_by_network=usdc_by_network, payee=CURRENT_WALLET, description=sweep_description_for(AGENT)
+    )
+
+
+def _golden(name: str) -> dict[str, Any]:
+    return _sweep(SWEEPS[name]) if name in SWEEPS else _compiled(SCENARIOS[name])
 
 
 def _text(document: dict[str, Any]) -> str:
     return json.dumps(document, indent=2, sort_keys=True) + "\n"
 
 
-@pytest.mark.parametrize("name", sorted(SCENARIOS))
+@pytest.mark.parametrize("name", sorted(SCENARIOS) + sorted(SWEEPS))
 def test_the_compiled_policy_is_its_golden_file(name: str) -> None:
-    document = _compiled(SCENARIOS[name])
+    document = _golden(name)
     path = GOLDEN / f"{name}.json"
     if not path.exists():
         path.write_text(_text(document))
@@ -94,7 +119,7 @@ def test_the_compiled_policy_is_its_golden_file(name: str) -> None:
     assert _text(document) == path.read_text()
 
 
-@pytest.mark.parametrize("name", sorted(SCENARIOS))
+@pytest.mark.parametrize("name", sorted(SCENARIOS) + sorted(SWEEPS))
 def test_every_golden_file_is_a_policy_cdp_sdk_accepts_and_sends_unchanged(name: str) -> None:
     document = json.loads((GOLDEN / f"{name}.json").read_text())
 
@@ -150,3 +175,23 @@ def test_it_is_pure_and_the_digest_follows_the_document() -> None:
     assert digest(first) == digest(again)
     assert digest(lower) != digest(first)
     assert len(description_for(AGENT)) <= 50
+
+
+def test_a_sweep_policy_accepts_only_usdc_to_the_current_wallet_and_refuses_the_rest() -> None:
+    document = _sweep(USDC)
+
+    (accept,) = [rule for rule in document["rules"] if rule["action"] == "accept"]
+    contract, fields = accept["criteria"]
+    assert accept["operation"] == "signEvmTypedData"
+    assert contract["addresses"] == sorted(address.lower() for address in USDC.values())
+    assert fields["types"]["primaryType"] == "TransferWithAuthorization"
+    # Any value (the whole balance moves), and one payee only.
+    assert fields["conditions"] == [{"path": "to", "operator": "in", "addresses": [CURRENT_WALLET]}]
+    assert [rule["operation"] for rule in document["rules"] if rule["action"] == "reject"] == list(
+        REJECTED_OPERATIONS
+    )
+    assert document["description"] != _compiled(POLICY)["description"]
+    assert len(sweep_description_for(AGENT)) <= 50
+    # Another current wallet (a second rotation) is another document.
+    moved = compile_sweep_policy(usdc_by_network=USDC, payee=SELLER, description=sweep_description_for(AGENT))
+    assert digest(moved) != digest(document)

@@ -21,12 +21,10 @@ from server.wallets.replacement import (
     ROTATED_EVENT,
     NothingToRotate,
     Rotated,
-    RotationUnavailable,
     WalletUnchanged,
-    next_wallet,
     rotate_wallet,
 )
-from server.wallets.service import NewWallet, install_wallet, parse_private_key, signer_for
+from server.wallets.service import NewWallet, install_wallet, new_local_wallet, parse_private_key, signer_for
 from tests.support.chain import fresh_wallet
 from tests.support.ledger import facts, reserve_now
 from tests.support.paywarden import settings_for
@@ -51,11 +49,7 @@ def _rotate(db: Database, settings: Settings, agent_id: str, *, key: str | None 
     master = master_of(settings)
     with db.write() as session:
         agent = get_agent(session, OPERATOR, agent_id)
-        current = session.exec(
-            select(Wallet).where(Wallet.agent_id == agent_id, col(Wallet.retired_at).is_(None))
-        ).first()
-        assert current is not None
-        new = next_wallet(current, master=master, private_key=parse_private_key(key) if key else None)
+        new = new_local_wallet(master, private_key=parse_private_key(key) if key else None)
         return rotate_wallet(
             session, master=master, agent=agent, new=new, actor="cli:test", now=SystemClock().now()
         )
@@ -129,7 +123,10 @@ def test_the_current_key_again_or_no_wallet_at_all_rotates_nothing(db: Database,
     assert _wallets(db, bare.agent_id) == []
 
 
-def test_a_cdp_wallet_names_where_its_rotation_plugs_in(db: Database, settings: Settings) -> None:
+def test_a_cdp_wallet_installed_signs_only_through_its_organisations_cdp(
+    db: Database, settings: Settings
+) -> None:
+    # Its rotation to the next CDP account: tests/wallet_policies/test_rotation.py.
     setup = _agent(db, settings, wallet_key=None)
     with db.write() as session:
         agent = get_agent(session, OPERATOR, setup.agent_id)
@@ -140,11 +137,7 @@ def test_a_cdp_wallet_names_where_its_rotation_plugs_in(db: Database, settings: 
             session, master=master_of(settings), agent=agent, new=account, now=SystemClock().now()
         )
 
-    with pytest.raises(RotationUnavailable):
-        next_wallet(cdp.wallet, master=master_of(settings), private_key=None)
-    # A key given moves even a cdp agent to a local key.
-    given = next_wallet(cdp.wallet, master=master_of(settings), private_key=parse_private_key(OLD_KEY))
-    assert (given.mode, given.address) == (WalletMode.LOCAL_KEY, OLD_ADDRESS)
+    assert (cdp.wallet.mode, cdp.wallet.account_name, cdp.wallet.sealed_secret) == ("cdp", "pw-agent", None)
     with pytest.raises(SignerError):
         signer_for(cdp.wallet, master_of(settings), usdc_by_network=settings.assets, clock=SystemClock())
 

@@ -69,7 +69,10 @@ async def test_the_retired_wallets_read_well_on_a_phone_and_a_desktop(
     del authenticator  # present on the page: the passkey is made there
     chain = SweepChain(anvil, test_usdc, anvil.rpc_url)
     with serve(sqlite_db.url, public_host="localhost", extra=chain.environ()) as server:
-        first = rotated_agent(sqlite_db, chain, funded_atomic=2_500_000, name="rotated-twice")
+        # The commands run an event loop of their own: each in a thread, as in a process of its own.
+        first = await anyio.to_thread.run_sync(
+            lambda: rotated_agent(sqlite_db, chain, funded_atomic=2_500_000, name="rotated-twice")
+        )
         # Swept, then rotated once more: two retired wallets, the first swept into the second.
         await anyio.to_thread.run_sync(lambda: sweep_with_gas(sqlite_db, chain, first.setup.agent_id))
         await anyio.to_thread.run_sync(

@@ -70,32 +70,29 @@ def wallet_rotate(
 ) -> None:
     """Move the agent to a new wallet, in one transaction, and retire the one it has.
 
-    New payments sign with the new wallet at once, in every server process; a payment already
-    reserved on the old one still settles from it. The old wallet stays listed (`wallet list`) so
-    what is left in it can be swept (`wallet sweep`). Only the new address is printed.
+    A `local_key` wallet moves to a key made here (or the one --from-env names). A `cdp` wallet
+    moves to the next account of the organisation's CDP project, under the agent's next stable
+    name and its own policy; the retired account's policy at CDP becomes sweep-only. New payments
+    sign with the new wallet at once, in every server process; a payment already reserved on the
+    old one still settles from it. The old wallet stays listed (`wallet list`) so what is left in
+    it can be swept (`wallet sweep`). Only the new address is printed.
     """
-    from server.tenancy.service import find_agent
-    from server.wallets.replacement import NothingToRotate, next_wallet, rotate_wallet
-    from server.wallets.service import active_wallet
+    from server.wallet_policies.rotation import rotate_agent_wallet
 
     with reported_errors():
         ctx = cli_context(exempt=[from_env] if from_env else [])
         ctx.ready()
         key = _key_from(from_env) if from_env else None
-        with ctx.db.read() as session:
-            current = active_wallet(session, find_agent(session, ctx.principal, agent))
-        if current is None:
-            raise NothingToRotate()
-        new = next_wallet(current, master=ctx.master, private_key=key)
-        with ctx.db.write() as session:
-            rotated = rotate_wallet(
-                session,
-                master=ctx.master,
-                agent=find_agent(session, ctx.principal, agent),
-                new=new,
-                actor=ctx.actor,
-                now=ctx.clock.now(),
+        rotated = anyio.run(
+            lambda: rotate_agent_wallet(
+                ctx.db,
+                principal=ctx.principal,
+                agent_ref=agent,
+                private_key=key,
+                reach=ctx.cdp_reach,
+                clock=ctx.clock,
             )
+        )
         emit(schemas.wallet_rotated(rotated), as_json=as_json)
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from server.cli.context import CliContext, cli_context
+from server.cli.context import cli_context
 from server.cli.output import JSON, command_group, emit, fail, reported_errors
 
 if TYPE_CHECKING:
@@ -160,12 +160,6 @@ def connect_cdp(
     _connect(agent or agent_argument or "", account_name, names, saved_credentials, as_json)
 
 
-def _reach(ctx: CliContext) -> Any:
-    from server.wallet_policies.sync import CdpReach
-
-    return CdpReach(master=ctx.master, api_url=ctx.settings.cdp_api_url, usdc_by_network=ctx.settings.assets)
-
-
 @cdp_policy.command("check")
 def check(
     agent: str = typer.Option(..., "--agent", help="Agent id or name."),
@@ -182,7 +176,7 @@ def check(
     with reported_errors():
         ctx = cli_context()
         ctx.ready()
-        reach = _reach(ctx)
+        reach = ctx.cdp_reach
         with ctx.db.read() as session:
             work = agent_work(session, ctx.principal, agent, usdc_by_network=reach.usdc_by_network)
         drift = anyio.run(lambda: drift_of(work, reach=reach))
@@ -212,8 +206,9 @@ def sync(
     as_json: bool = JSON,
 ) -> None:
     """Send the agent's wallet policy to CDP now (the background job does it within seconds of a
-    change; this does it at once, and repairs a policy changed at CDP). Exits 1 when CDP did not
-    take it: the wallet then says why, and the job tries again."""
+    change; this does it at once, and repairs a policy changed at CDP), and the sweep-only policy
+    of each of its retired CDP accounts. Exits 1 when CDP did not take one: the wallet then says
+    why, and the job tries again."""
     import anyio
 
     from server.wallet_policies.sync import sync_agent
@@ -221,19 +216,22 @@ def sync(
     with reported_errors():
         ctx = cli_context()
         ctx.ready()
-        wallet = anyio.run(
+        synced = anyio.run(
             lambda: sync_agent(
-                ctx.db, principal=ctx.principal, agent_ref=agent, reach=_reach(ctx), clock=ctx.clock
+                ctx.db, principal=ctx.principal, agent_ref=agent, reach=ctx.cdp_reach, clock=ctx.clock
             )
         )
-        emit(
-            {
-                **_connected(wallet),
-                "sentAt": wallet.cdp_policy_synced_at,
-                "lastError": wallet.cdp_policy_error,
-                "nextAttemptAt": wallet.cdp_policy_retry_at,
-            },
-            as_json=as_json,
-        )
-        if wallet.cdp_policy_error is not None:
+        current = {} if synced.wallet is None else _sent(synced.wallet)
+        retired = [{"walletId": wallet.id, **_sent(wallet)} for wallet in synced.retired]
+        emit({**current, "retired": retired}, as_json=as_json)
+        if synced.failed:
             raise typer.Exit(1)
+
+
+def _sent(wallet: Wallet) -> dict[str, Any]:
+    return {
+        **_connected(wallet),
+        "sentAt": wallet.cdp_policy_synced_at,
+        "lastError": wallet.cdp_policy_error,
+        "nextAttemptAt": wallet.cdp_policy_retry_at,
+    }

@@ -75,6 +75,16 @@ class SweepSigningFailed(PaywardenError):
     )
 
 
+class SweepRefusedAtCdp(PaywardenError):
+    code = "sweep_refused_at_cdp"
+    message = (
+        "The retired wallet's own policy at Coinbase CDP refused to sign the sweep, so nothing was "
+        "signed or moved, and the sweep is closed. That policy becomes sweep-only after a rotation: "
+        "`paywarden admin wallet cdp-policy sync --agent AGENT` sends it now (the wallet policy job "
+        "does within a minute); then run the sweep again."
+    )
+
+
 class SweepTransactionRefused(PaywardenError):
     code = "sweep_transaction_refused"
     message = (

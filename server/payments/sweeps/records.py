@@ -33,6 +33,7 @@ from server.payments.settlement.checks import MISMATCH_PREFIX
 from server.payments.sweeps.errors import (
     NoRetiredWallet,
     PaymentsStillOpen,
+    SweepRefusedAtCdp,
     WalletAddressInUse,
     WalletNotFound,
     WalletNotRetired,
@@ -41,6 +42,7 @@ from server.signers.errors import SignRefused
 from server.signers.intents import AuthorisedIntent, IntentKind
 from server.tenancy.service import find_agent, get_agent
 from server.vocabulary import SweepStatus
+from server.wallets.cdp import record_cdp_policy_refusal
 from server.wallets.service import active_wallet, pays_for_another_agent, record_sign_refused, wallets_of
 from server.x402.transfer_authorization import (
     CLOCK_SKEW_SECONDS,
@@ -307,6 +309,22 @@ def refuse_signature(
     )
     return end_sweep(
         session, principal, sweep_id=sweep_id, to=SweepStatus.FAILED, now=now, failure_code="sign_refused"
+    )
+
+
+def refuse_at_cdp(
+    session: Session, principal: Principal, *, sweep_id: str, wallet: Wallet, now: datetime
+) -> WalletSweep:
+    """CDP's policy for the retired account refused: nothing was signed, the sweep fails, and the
+    wallet's audit says CDP refused it."""
+    record_cdp_policy_refusal(session, wallet=wallet, intent_id=sweep_id, actor=principal.actor, now=now)
+    return end_sweep(
+        session,
+        principal,
+        sweep_id=sweep_id,
+        to=SweepStatus.FAILED,
+        now=now,
+        failure_code=SweepRefusedAtCdp.code,
     )
 
 

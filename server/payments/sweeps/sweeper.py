@@ -5,8 +5,10 @@ about first (a sweep waits for them); then its balance is read and a sweep autho
 it, or the open one taken up. Then the sweep is carried as far as it goes in this run:
 
 - authorised: the wallet's signer signs it (through `sign_payment`, with the agent's current
-  wallet read now), and the signature is recorded durably before anything is sent; one that can
-  no longer be signed in its window is closed unsigned and a new one authorised;
+  wallet read now; a `cdp` wallet's through CDP, whose sweep-only policy for the retired account
+  judges it again), and the signature is recorded durably before anything is sent; one that can
+  no longer be signed in its window is closed unsigned and a new one authorised; one CDP's policy
+  refuses is closed unsigned (`sweep_refused_at_cdp`);
 - signed: with a gas account, a transaction carrying it is signed, recorded durably, then sent;
   without one, the run stops and hands the operator the authorisation and its calldata;
 - sent: the same transaction is sent again if the node does not know it, and its receipt waited
@@ -43,16 +45,18 @@ from server.payments.sweeps import records
 from server.payments.sweeps.errors import (
     ChainUnavailable,
     SweepNetworkUnavailable,
+    SweepRefusedAtCdp,
     SweepSigningFailed,
     SweepTransactionRefused,
     TokenDomainUnknown,
 )
 from server.settings import Settings
 from server.signers.authorisation import SIGNING_DELAY_SECONDS
-from server.signers.errors import SignerError, SignRefused
+from server.signers.errors import CdpError, CdpPolicyRefused, SignerError, SignRefused
 from server.signers.intents import TransferRequest
-from server.vocabulary import SweepStatus
-from server.wallets.service import signer_for
+from server.vocabulary import SweepStatus, WalletMode
+from server.wallets.cdp import sealed_cdp_credentials
+from server.wallets.service import CdpAccess, signer_for
 from server.x402.transfer_authorization import CLOCK_SKEW_SECONDS, MIN_VALIDITY_SECONDS, transfer_calldata
 
 POLL_SECONDS = 0.5
@@ -268,7 +272,11 @@ class Sweeper:
             raise ChainUnavailable(sweepId=sweep.id, network=sweep.network) from exc
         try:
             signer = signer_for(
-                retired, self._master, usdc_by_network=self._settings.assets, clock=self._clock
+                retired,
+                self._master,
+                usdc_by_network=self._settings.assets,
+                clock=self._clock,
+                cdp=await self._cdp_access(retired),
             )
         except SignerError as exc:
             raise SweepSigningFailed(sweepId=sweep.id, walletId=retired.id) from exc
@@ -292,7 +300,23 @@ class Sweeper:
                 now=now,
             )
             raise
+        except CdpPolicyRefused:
+            await self._db.writing(
+                records.refuse_at_cdp, principal, sweep_id=sweep.id, wallet=retired, now=now
+            )
+            raise SweepRefusedAtCdp(sweepId=sweep.id, walletId=retired.id) from None
+        except CdpError as exc:
+            # CDP out of reach or refusing the request: nothing signed, the sweep stays authorised
+            # and a run again asks CDP again (the same request: its idempotency key is the nonce's).
+            raise type(exc)(**exc.extra, sweepId=sweep.id) from None
         return await self._db.run(self._record_signature, principal, sweep.id, signed.signature)
+
+    async def _cdp_access(self, wallet: Wallet) -> CdpAccess | None:
+        """For a `cdp` wallet, how its signer reaches CDP: the organisation's credentials, read now."""
+        if wallet.mode != WalletMode.CDP:
+            return None
+        sealed = await self._db.reading(sealed_cdp_credentials, org_id=wallet.org_id)
+        return CdpAccess(api_url=self._settings.cdp_api_url, sealed_credentials=sealed)
 
     def _record_signature(self, principal: Principal, sweep_id: str, signature: str) -> WalletSweep:
         # On disk before the signature can leave this process (SQLite's default would survive a
