@@ -4,7 +4,9 @@ Reservation reads every counted spend, decides and writes the intent in one tran
 holds the organisation's write lock (PostgreSQL row lock, SQLite IMMEDIATE transaction), so no two
 payments can both fit under a cap that has room for one, across any number of processes. A held
 payment is written as a `created` intent with its approval; the retry after approval authorises
-that same intent, after deciding again, in one such transaction too.
+that same intent, after deciding again, in one such transaction too. A payment signed ahead (a
+`draft_intent` its wallet signed in memory) is authorised and recorded `submitted` by that same
+transaction: the one durable commit before its signature leaves.
 """
 
 from __future__ import annotations
@@ -82,7 +84,8 @@ class PurchaseFacts:
         )
 
 
-ReservationKind = Literal["existing", "denied", "held", "queue_full", "authorized"]
+# `submitted`: a draft signed ahead was authorised and recorded as leaving, in one transaction.
+ReservationKind = Literal["existing", "denied", "held", "queue_full", "authorized", "submitted"]
 
 
 @dataclass(frozen=True)
@@ -163,7 +166,7 @@ def _authorize(intent: PaymentIntent, *, facts: PurchaseFacts, now: datetime) ->
 
 
 def _new_intent(
-    agent: Agent, facts: PurchaseFacts, decision: Decision, record: dict[str, Any], now: datetime
+    agent: Agent, facts: PurchaseFacts, policy_version: int, record: dict[str, Any], now: datetime
 ) -> PaymentIntent:
     if facts.wallet_mode is None:
         raise IllegalTransition(detail="an intent is recorded only with a wallet")
@@ -190,7 +193,7 @@ def _new_intent(
         nonce=derive_nonce(intent_id),
         valid_after=0,
         valid_before=0,
-        policy_version=decision.policy_version,
+        policy_version=policy_version,
         decision=record,
         wallet_mode=facts.wallet_mode,
         terms_sha256=terms_digest(selection.offer),
@@ -222,14 +225,32 @@ def _audit(
     )
 
 
+def draft_intent(agent: Agent, facts: PurchaseFacts, *, now: datetime) -> PaymentIntent:
+    """An authorised intent not recorded anywhere yet, for a wallet to sign before the reservation:
+    its id, nonce and validity window are fixed now. It counts, and its signature may leave, only
+    once `reserve(..., signed=draft)` committed it; a denial or a hold discards it."""
+    intent = _new_intent(agent, facts, 0, {}, now)
+    transition(intent, IntentStatus.AUTHORIZED, now=now)
+    _authorize(intent, facts=facts, now=now)
+    return intent
+
+
 def find_by_key(session: Session, principal: Principal, *, agent_id: str, key: str) -> PaymentIntent | None:
     return IntentRepository(session).find_by_key(principal, agent_id=agent_id, key=key)
 
 
 def reserve(
-    session: Session, principal: Principal, *, agent: Agent, facts: PurchaseFacts, now: datetime
+    session: Session,
+    principal: Principal,
+    *,
+    agent: Agent,
+    facts: PurchaseFacts,
+    now: datetime,
+    signed: PaymentIntent | None = None,
 ) -> Reservation:
-    """Decide and record: an authorised intent, a held one with its approval, or a denial."""
+    """Decide and record: an authorised intent, a held one with its approval, or a denial. With
+    `signed`, a draft its wallet already signed: allowed, that intent is recorded `submitted` (its
+    signature leaves once this commits), with both audit events; otherwise it is discarded."""
     lock_org(session, agent.org_id)
     if disabled_now(session, agent):
         raise AgentDisabled()  # disabled since the call's token was checked: nothing is signed
@@ -247,14 +268,13 @@ def reserve(
         _audit(session, agent=agent, type="payment.denied", actor=actor, data=base, now=now)
         return Reservation("denied", decision=decision)
 
-    intent = _new_intent(agent, facts, decision, record, now)
     if decision.outcome == "hold":
         full = approvals.queue_full(session, org_id=agent.org_id, agent_id=agent.id, now=now)
         if full is not None:
             data = {**base, "queueFull": True, **full}
             _audit(session, agent=agent, type="payment.denied", actor=actor, data=data, now=now)
             return Reservation("queue_full", decision=decision)
-        intents.add(intent)
+        intent = intents.add(_new_intent(agent, facts, decision.policy_version, record, now))
         reason = HoldReason(decision.hold_reason or HoldReason.THRESHOLD)
         approval = approvals.create(
             session,
@@ -268,12 +288,50 @@ def reserve(
         _audit(session, agent=agent, type="payment.held", actor=actor, data=data, now=now, intent=intent)
         return Reservation("held", decision=decision, intent=intent, approval=approval)
 
+    if signed is not None:
+        allowed = _Allowed(decision, record, base)
+        return _submit_signed(session, principal, agent=agent, intent=signed, allowed=allowed, now=now)
+    intent = _new_intent(agent, facts, decision.policy_version, record, now)
     transition(intent, IntentStatus.AUTHORIZED, now=now)
     _authorize(intent, facts=facts, now=now)
     intents.add(intent)
     data = {**base, "nonce": intent.nonce}
     _audit(session, agent=agent, type="payment.authorized", actor=actor, data=data, now=now, intent=intent)
     return Reservation("authorized", decision=decision, intent=intent)
+
+
+@dataclass(frozen=True)
+class _Allowed:
+    decision: Decision
+    record: dict[str, Any]  # what the intent keeps of the decision
+    base: dict[str, Any]  # what its audit events keep
+
+
+def _submit_signed(
+    session: Session,
+    principal: Principal,
+    *,
+    agent: Agent,
+    intent: PaymentIntent,
+    allowed: _Allowed,
+    now: datetime,
+) -> Reservation:
+    """The signed draft, allowed: recorded authorised and, at once, `submitted`, with both events.
+    Its id, nonce and validity window are the ones signed; the decision is this one."""
+    decision = allowed.decision
+    intent.policy_version = decision.policy_version
+    intent.decision = allowed.record
+    intent.created_at = intent.authorized_at = now
+    transition(intent, IntentStatus.SUBMITTED, now=now)
+    intent.submitted_at = now
+    IntentRepository(session).add(intent)
+    data = {**allowed.base, "nonce": intent.nonce}
+    actor = principal.actor
+    _audit(session, agent=agent, type="payment.authorized", actor=actor, data=data, now=now, intent=intent)
+    submitted = record_change(
+        session, principal, intent, event="payment.submitted", data=_answer_data(intent), now=now
+    )
+    return Reservation("submitted", decision=decision, intent=submitted)
 
 
 def _refuse_retired_payer(session: Session, agent: Agent, facts: PurchaseFacts) -> None:
@@ -457,8 +515,12 @@ def update_intent(
         transition(intent, to, now=now)
     for name, value in fields.items():
         setattr(intent, name, value)
-    data = {"httpStatus": intent.seller_status, "txHash": intent.tx_hash}
-    return record_change(session, principal, intent, event=event, data=data, now=now)
+    return record_change(session, principal, intent, event=event, data=_answer_data(intent), now=now)
+
+
+def _answer_data(intent: PaymentIntent) -> dict[str, Any]:
+    """What an intent's change of state audits besides its status: the seller's answer so far."""
+    return {"httpStatus": intent.seller_status, "txHash": intent.tx_hash}
 
 
 def submit(

@@ -112,9 +112,15 @@ class Call(Generic[R]):
     # How the call answers for a key whose purchase went through (None: it did not, or not yet).
     completed: Callable[[PaymentIntent], R | None]
     agent: Agent | None = None
+    wallet: Wallet | None = None
     answer: R | PendingOutcome | None = None  # the key already answers the call
     held: PaymentIntent | None = None  # an approved held payment, to authorise after every check
     reservation: ledger.Reservation | None = None
+    # fetch_paid: a wallet whose key is in memory signs before the reservation, which then records
+    # the payment `submitted` in the same transaction (`signed`: that signature, once it may leave).
+    sign_ahead_within: Decimal | None = None
+    signs_ahead: bool = False
+    signed: SignedTransfer | None = None
 
 
 class PurchaseService:
@@ -171,6 +177,8 @@ class PurchaseService:
             key=request.idempotency_key or new_idempotency_key(),
             fingerprint=request_fingerprint(request),
             completed=self._paid_replay,
+            signs_ahead=True,
+            sign_ahead_within=request.max_amount_usd,
         )
         passage = await self.reserve(principal, request, call)
         if call.answer is not None:
@@ -196,6 +204,7 @@ class PurchaseService:
             first,
             request,
             passage.deadline,
+            signed=call.signed,
         )
         await self.after_authorized(principal, context.agent, outcome.intent, request.host)
         return outcome
@@ -212,7 +221,7 @@ class PurchaseService:
         purchase answers instead (`call.answer`) when it has one. Raises the failed step's error."""
 
         async def before_request(context: AgentContext) -> bool:
-            call.agent = context.agent
+            call.agent, call.wallet = context.agent, context.wallet
             if request.idempotency_key is not None:
                 call.answer = await self._replay(principal, context.agent, request.idempotency_key, call)
                 if call.answer is not None:
@@ -228,6 +237,13 @@ class PurchaseService:
                 call.reservation = await self._db.writing(
                     self._authorize_held, principal, call.agent, call.held.id, facts
                 )
+            elif (ahead := await self._sign_ahead(call, facts)) is not None:
+                draft, signed = ahead
+                call.reservation = await self._db.run(
+                    self._reserve_signed, principal, call.agent, facts, draft
+                )
+                if call.reservation.kind == "submitted":
+                    call.signed = signed  # otherwise discarded: it never left this process
             else:
                 call.reservation = await self._db.writing(self._reserve, principal, call.agent, facts)
             return call.reservation.decision
@@ -264,6 +280,27 @@ class PurchaseService:
             assert reservation.approval is not None
             return self._pending(reservation.intent, reservation.approval)
         return reservation.intent
+
+    async def _sign_ahead(
+        self, call: Call[R], facts: ledger.PurchaseFacts
+    ) -> tuple[PaymentIntent, SignedTransfer] | None:
+        """A wallet whose key is in memory signs the payment before it is reserved: the signature
+        stays in this process until the reservation commits, so the call takes one transaction
+        before it leaves instead of two. None when the wallet signs elsewhere (CDP sees what it
+        signs), or signing fails: then the reservation comes first, and signing after it records why."""
+        agent, wallet = call.agent, call.wallet
+        if not call.signs_ahead or agent is None or wallet is None or wallet.mode != WalletMode.LOCAL_KEY:
+            return None
+        draft = ledger.draft_intent(agent, facts, now=self._clock.now())
+        try:
+            check_max(draft.amount_atomic, call.sign_ahead_within)
+            signer = signer_for(
+                wallet, self._settings.master, usdc_by_network=self._settings.assets, clock=self._clock
+            )
+            signed = await signer.sign_payment(intent_to_sign(draft), transfer_request(facts.selection))
+        except (PaywardenError, SignerError, ValueError):
+            return None
+        return draft, signed
 
     async def after_authorized(
         self, principal: Principal, agent: Agent, intent: PaymentIntent, host: str
@@ -316,6 +353,16 @@ class PurchaseService:
         self, session: Session, principal: Principal, agent: Agent, facts: ledger.PurchaseFacts
     ) -> ledger.Reservation:
         return ledger.reserve(session, principal, agent=agent, facts=facts, now=self._clock.now())
+
+    def _reserve_signed(
+        self, principal: Principal, agent: Agent, facts: ledger.PurchaseFacts, draft: PaymentIntent
+    ) -> ledger.Reservation:
+        # Durable: were this commit lost to a power cut, the caps would forget a payment the seller
+        # can still settle (see `_update`).
+        with self._db.write(durable=True) as session:
+            return ledger.reserve(
+                session, principal, agent=agent, facts=facts, now=self._clock.now(), signed=draft
+            )
 
     def _authorize_held(
         self,
@@ -488,13 +535,17 @@ class PurchaseService:
         if intent.status == IntentStatus.FAILED:
             # Disabled since the reservation: the signed authorisation never leaves this process.
             raise AgentDisabled(intentId=intent.id)
+        self._spent(intent, wallet, selection)
+        return intent
+
+    def _spent(self, intent: PaymentIntent, wallet: Wallet, selection: Selection) -> None:
+        """The wallet's known balance, less what leaves now."""
         self._chain.balances.spent(
             network=selection.network,
             asset=selection.asset,
             owner=wallet.address,
             amount=intent.amount_atomic,
         )
-        return intent
 
     async def _pay(
         self,
@@ -507,15 +558,24 @@ class PurchaseService:
         first: SellerResponse,
         request: FetchPaidInput,
         deadline: float,
+        *,
+        signed: SignedTransfer | None,
     ) -> PaidOutcome:
-        signed = await self.sign(principal, intent, wallet, selection, request.max_amount_usd)
+        """Send the payment and record the seller's answer. `signed`: signed ahead and recorded
+        `submitted` with the reservation; otherwise it is signed and recorded now."""
+        ahead = signed is not None
+        if signed is None:
+            signed = await self.sign(principal, intent, wallet, selection, request.max_amount_usd)
         authorization, signature = signed.authorization, signed.signature
         identifier = payment_identifier(intent.id) if declaration(challenge) is not None else None
 
         header_name, header_value = payment_header(
             challenge, selection, authorization, signature, identifier=identifier
         )
-        intent = await self.submit(principal, agent, intent.id, wallet=wallet, selection=selection)
+        if ahead:
+            self._spent(intent, wallet, selection)
+        else:
+            intent = await self.submit(principal, agent, intent.id, wallet=wallet, selection=selection)
         # Exactly the request that was asked to pay (after redirects: the last hop's), now paid.
         asked = first.request
         paid_request = SellerRequest(
