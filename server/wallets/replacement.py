@@ -16,7 +16,7 @@ server/wallets/rotation.py.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlmodel import Session
 
@@ -58,6 +58,9 @@ def rotate_wallet(
     current = active_wallet(session, agent)
     if current is None:
         raise NothingToRotate(agentId=agent.id)
+    # `now` was read before the lock; a rotation that waited behind another must date its wallet
+    # strictly after the one it retires, or the chain of wallets would list out of order.
+    now = max(now, current.created_at + timedelta(microseconds=1))
     if current.address.lower() == new.address.lower():
         raise WalletUnchanged(agentId=agent.id, address=current.address)
     installed = install_wallet(session, master=master, agent=agent, new=new, now=now)

@@ -156,6 +156,28 @@ def test_two_rotations_at_once_leave_one_current_wallet(db: Database, settings: 
     assert retired == {wallets[0].id, wallets[1].id}
 
 
+def test_a_rotation_that_read_the_clock_before_waiting_dates_its_wallet_after_the_one_it_retires(
+    db: Database, settings: Settings
+) -> None:
+    # Two rotations read the clock, then queue on the lock: the later to hold it may carry the
+    # earlier time. Its wallet still lists after the wallet it retires, never retired before made.
+    setup = _agent(db, settings)
+    early = SystemClock().now()
+    first = _rotate(db, settings, setup.agent_id)
+    master = master_of(settings)
+    with db.write() as session:
+        agent = get_agent(session, OPERATOR, setup.agent_id)
+        second = rotate_wallet(
+            session, master=master, agent=agent, new=new_local_wallet(master, private_key=None), actor="cli:test", now=early
+        )
+
+    wallets = _wallets(db, setup.agent_id)
+    assert [w.id for w in wallets][1:] == [first.wallet.id, second.wallet.id]
+    retired, current = wallets[1:]
+    assert retired.created_at < current.created_at
+    assert retired.retired_at is not None and retired.retired_at >= retired.created_at
+
+
 def test_a_payment_prepared_with_a_retired_wallet_is_refused_at_its_reservation(
     db: Database, settings: Settings
 ) -> None:
