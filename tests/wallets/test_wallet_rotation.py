@@ -167,15 +167,15 @@ def test_a_rotation_that_read_the_clock_before_waiting_dates_its_wallet_after_th
     master = master_of(settings)
     with db.write() as session:
         agent = get_agent(session, OPERATOR, setup.agent_id)
-        second = rotate_wallet(
-            session, master=master, agent=agent, new=new_local_wallet(master, private_key=None), actor="cli:test", now=early
-        )
+        new = new_local_wallet(master, private_key=None)
+        second = rotate_wallet(session, master=master, agent=agent, new=new, actor="cli:test", now=early)
 
     wallets = _wallets(db, setup.agent_id)
     assert [w.id for w in wallets][1:] == [first.wallet.id, second.wallet.id]
     retired, current = wallets[1:]
     assert retired.created_at < current.created_at
-    assert retired.retired_at is not None and retired.retired_at >= retired.created_at
+    assert retired.retired_at is not None
+    assert retired.retired_at >= retired.created_at
 
 
 def test_a_payment_prepared_with_a_retired_wallet_is_refused_at_its_reservation(
