@@ -6,9 +6,10 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import ClassVar
 
-from sqlalchemy import and_, func
+from sqlalchemy import and_, func, text
 from sqlmodel import col, select
 
+from server.audit.hash_chain import GENESIS
 from server.kit.repository import Reader, TenantRepository
 from server.models import AuditEvent, Organization
 
@@ -16,6 +17,37 @@ from server.models import AuditEvent, Organization
 class AuditRepository(TenantRepository[AuditEvent]):
     model = AuditEvent
     agent_column: ClassVar[str | None] = "agent_id"
+
+    def advance_head(self, org_id: str) -> tuple[int, str]:
+        """The next event's `seq` and the hash it chains to. The organisation's head row stays
+        locked until the transaction ends (it is the organisation's lock, server/kit/db.py):
+        events of one organisation append one at a time, in the order their transactions commit."""
+        advanced = self._advance(org_id)
+        if advanced is None:  # the organisation's first event since heads were kept
+            last = self.last_of_org(org_id)
+            self.session.execute(
+                text(
+                    "INSERT INTO audit_heads (org_id, seq, hash) VALUES (:org_id, :seq, :hash) "
+                    "ON CONFLICT (org_id) DO NOTHING"
+                ),
+                {"org_id": org_id, "seq": last.seq if last else 0, "hash": last.hash if last else GENESIS},
+            )
+            advanced = self._advance(org_id)
+        assert advanced is not None
+        return advanced
+
+    def _advance(self, org_id: str) -> tuple[int, str] | None:
+        row = self.session.execute(
+            text("UPDATE audit_heads SET seq = seq + 1 WHERE org_id = :org_id RETURNING seq, hash"),
+            {"org_id": org_id},
+        ).one_or_none()
+        return None if row is None else (int(row[0]), str(row[1]))
+
+    def set_head_hash(self, org_id: str, event_hash: str) -> None:
+        self.session.execute(
+            text("UPDATE audit_heads SET hash = :hash WHERE org_id = :org_id"),
+            {"org_id": org_id, "hash": event_hash},
+        )
 
     def last_of_org(self, org_id: str) -> AuditEvent | None:
         return self._first(

@@ -26,7 +26,7 @@ from sqlmodel import Session
 
 from server.audit.hash_chain import ANCHOR_TYPE, GENESIS, anchor_data, event_body, keyed_hash, plain_hash
 from server.audit.repository import AuditRepository
-from server.kit.db import audit_key_of, lock_org
+from server.kit.db import audit_key_of
 from server.kit.ids import new_id
 from server.kit.repository import Reader
 from server.kit.request_ids import current_request_id
@@ -135,23 +135,25 @@ def record(
     if request_id is not None and "requestId" not in data:
         data = {**data, "requestId": request_id}
     key = _key(session)
-    lock_org(session, org_id)
     events = AuditRepository(session)
-    last = events.last_of_org(org_id)
+    # The head row orders the chain: locked from here to the commit, so a caller appends its
+    # events last and holds no organisation's lock across the work before them.
+    seq, prev_hash = events.advance_head(org_id)
     event = AuditEvent(
         id=new_id("event"),
         org_id=org_id,
-        seq=(last.seq + 1) if last else 1,
+        seq=seq,
         type=type,
         actor=actor,
         agent_id=agent_id,
         subject_id=subject_id,
         data=data,
         created_at=now,
-        prev_hash=last.hash if last else GENESIS,
+        prev_hash=prev_hash,
         hash="",
     )
     event.hash = event_hash(event, key)
+    events.set_head_hash(org_id, event.hash)
     return events.add(event)
 
 

@@ -203,8 +203,17 @@ def audit_key_of(session: Session) -> bytes | None:
 def lock_org(session: Session, org_id: str) -> None:
     """Serialise writes for one organisation until the transaction ends.
 
-    On SQLite the IMMEDIATE transaction already holds the database's single write lock.
+    The lock is the row of the organisation's audit head (server/audit/repository.py), the row
+    that appending an event advances: one lock per organisation, so a transaction that appends and
+    one that locks first can never wait for each other in opposite orders. An organisation without
+    an event yet has no head: its own row is locked instead. On SQLite the IMMEDIATE transaction
+    already holds the database's single write lock.
     """
     bind = session.get_bind()
-    if bind.dialect.name == "postgresql":
-        session.execute(text("SELECT id FROM organizations WHERE id = :id FOR UPDATE"), {"id": org_id})
+    if bind.dialect.name != "postgresql":
+        return
+    params = {"id": org_id}
+    head = session.execute(text("SELECT seq FROM audit_heads WHERE org_id = :id FOR UPDATE"), params)
+    if head.first() is None:
+        # NO KEY: rows that refer to the organisation (its first event's head) may still be written.
+        session.execute(text("SELECT id FROM organizations WHERE id = :id FOR NO KEY UPDATE"), params)

@@ -715,6 +715,18 @@ class AuditEvent(SQLModel, table=True):
     hash: str = Field(max_length=64)
 
 
+class AuditHead(SQLModel, table=True):
+    """Each organisation's newest audit event: its `seq` and `hash`. Appending advances this row in
+    one conditional statement, whose row lock orders the chain until the transaction commits, so
+    no lock on the organisation is held across the work that precedes the event."""
+
+    __tablename__ = "audit_heads"
+
+    org_id: str = Field(primary_key=True, foreign_key="organizations.id", max_length=40)
+    seq: int
+    hash: str = Field(max_length=64)
+
+
 class ChainScanCursor(SQLModel, table=True):
     """How far the out-of-policy scan has read one wallet's token logs on one network."""
 
