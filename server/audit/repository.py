@@ -43,6 +43,23 @@ class AuditRepository(TenantRepository[AuditEvent]):
         ).one_or_none()
         return None if row is None else (int(row[0]), str(row[1]))
 
+    def head_seq(self, org_id: str) -> int | None:
+        row = self.session.execute(
+            text("SELECT seq FROM audit_heads WHERE org_id = :org_id"), {"org_id": org_id}
+        ).one_or_none()
+        return None if row is None else int(row[0])
+
+    def since(self, org_id: str, seq: int, *, besides: str) -> tuple[int | None, bool]:
+        """The head's seq now, and whether an event after `seq` has a type not starting `besides`."""
+        row = self.session.execute(
+            text(
+                "SELECT (SELECT seq FROM audit_heads WHERE org_id = :org_id), EXISTS ("
+                "SELECT 1 FROM audit_events WHERE org_id = :org_id AND seq > :seq AND type NOT LIKE :prefix)"
+            ),
+            {"org_id": org_id, "seq": seq, "prefix": besides.replace("%", "") + "%"},
+        ).one()
+        return (None if row[0] is None else int(row[0])), bool(row[1])
+
     def set_head_hash(self, org_id: str, event_hash: str) -> None:
         self.session.execute(
             text("UPDATE audit_heads SET hash = :hash WHERE org_id = :org_id"),

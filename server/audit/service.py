@@ -157,6 +157,25 @@ def record(
     return events.add(event)
 
 
+def head_seq(session: Session, org_id: str) -> int | None:
+    """The seq of the organisation's newest event (None before its first): read before work done
+    without the organisation's lock, to tell under the lock what was written meanwhile."""
+    return AuditRepository(session).head_seq(org_id)
+
+
+Written = Literal["nothing", "only", "other"]
+
+
+def written_since(session: Session, org_id: str, seq: int, *, besides: str) -> Written:
+    """What the organisation's events after `seq` are: none, only types starting with `besides`,
+    or others too. Every write that changes a decision's inputs appends its event in its own
+    transaction, so under the lock this names what changed since `seq` was read."""
+    head, other = AuditRepository(session).since(org_id, seq, besides=besides)
+    if other:
+        return "other"
+    return "nothing" if head == seq else "only"
+
+
 def _anchors(event: AuditEvent, *, legacy_seq: int, legacy_hash: str) -> bool:
     """Whether `event` is the keyed anchor that covers plain-hashed events up to `legacy_seq`."""
     return event.type == ANCHOR_TYPE and event.data == anchor_data(

@@ -12,7 +12,7 @@ transaction: the one durable commit before its signature leaves.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import cached_property
 from typing import Any, Literal
@@ -21,6 +21,7 @@ from sqlmodel import Session
 
 from auth.principal import Principal
 from server.approvals import service as approvals
+from server.audit.service import head_seq, written_since
 from server.audit.service import record as audit
 from server.kit.db import lock_org
 from server.kit.ids import new_id
@@ -142,9 +143,52 @@ def standing(session: Session, *, agent: Agent, now: datetime) -> Standing:
 
 
 def decide(session: Session, *, agent: Agent, facts: PurchaseFacts, now: datetime) -> Decision:
-    """The policy's decision on this purchase now. Writes nothing; reserve() calls it under the lock."""
+    """The policy's decision on this purchase now. Writes nothing."""
+    return _judged(session, agent=agent, facts=facts, now=now).decision
+
+
+@dataclass(frozen=True)
+class _Judged:
+    """A decision and what it was made from: read without the organisation's lock, then checked
+    under it against what was written meanwhile (`_decided_under_lock`)."""
+
+    standing: Standing
+    context: Context
+    decision: Decision
+    seen: int | None  # the organisation's newest event when the reading began
+
+
+def _judged(session: Session, *, agent: Agent, facts: PurchaseFacts, now: datetime) -> _Judged:
+    seen = head_seq(session, agent.org_id)
     context = context_for(session, agent=agent, host=facts.host, pay_to=facts.selection.pay_to)
-    return standing(session, agent=agent, now=now).judge(facts.payment(), context)
+    judged = standing(session, agent=agent, now=now)
+    return _Judged(judged, context, judged.judge(facts.payment(), context), seen)
+
+
+def _decided_under_lock(
+    session: Session, judged: _Judged, *, agent: Agent, facts: PurchaseFacts, now: datetime
+) -> Decision:
+    """The decision `judged` made without the lock, as it stands now that the lock is held.
+
+    Every write that changes a decision's inputs appends an event in its own transaction, and
+    the lock orders those events: nothing written since the reading began, the decision stands;
+    only payments (other reservations, outcomes), the same policy and rules judge the spend
+    summed again now, with the payee's novelty read again; anything else, decided afresh."""
+    if judged.seen is None:  # the organisation's first event is still to come
+        return decide(session, agent=agent, facts=facts, now=now)
+    changed = written_since(session, agent.org_id, judged.seen, besides=_PAYMENT_EVENTS)
+    if changed == "nothing":
+        return judged.decision
+    if changed == "other":
+        return decide(session, agent=agent, facts=facts, now=now)
+    was = judged.standing
+    usage = usage_for(session, agent=agent, policy=was.policy, rules=was.rules, now=now)
+    known = IntentRepository(session).pay_to_known(org_id=agent.org_id, pay_to=facts.selection.pay_to)
+    context = replace(judged.context, pay_to_known=known)
+    return evaluate(was.policy, was.ruleset, usage, facts.payment(), context)
+
+
+_PAYMENT_EVENTS = "payment."  # what reservations and outcomes append: spend changes, nothing else
 
 
 def terms_digest(offer: Offer) -> str:
@@ -250,7 +294,12 @@ def reserve(
 ) -> Reservation:
     """Decide and record: an authorised intent, a held one with its approval, or a denial. With
     `signed`, a draft its wallet already signed: allowed, that intent is recorded `submitted` (its
-    signature leaves once this commits), with both audit events; otherwise it is discarded."""
+    signature leaves once this commits), with both audit events; otherwise it is discarded.
+
+    The reading and deciding happen before the organisation's lock; under it, only what was
+    written meanwhile is read again (`_decided_under_lock`), so reservations of one organisation
+    wait for each other's writes, never for each other's decisions."""
+    judged = _judged(session, agent=agent, facts=facts, now=now)
     lock_org(session, agent.org_id)
     if disabled_now(session, agent):
         raise AgentDisabled()  # disabled since the call's token was checked: nothing is signed
@@ -259,7 +308,7 @@ def reserve(
     existing = intents.find_by_key(principal, agent_id=agent.id, key=facts.idempotency_key)
     if existing is not None:
         return Reservation("existing", intent=existing)
-    decision = decide(session, agent=agent, facts=facts, now=now)
+    decision = _decided_under_lock(session, judged, agent=agent, facts=facts, now=now)
     record = decision_record(decision, facts)
     base = {**record, "idempotencyKey": facts.idempotency_key, "origin": facts.origin}
     actor = principal.actor
