@@ -200,8 +200,16 @@ def audit_key_of(session: Session) -> bytes | None:
     return key if isinstance(key, bytes) else None
 
 
-def lock_org(session: Session, org_id: str) -> None:
-    """Serialise writes for one organisation until the transaction ends.
+def locked_from_the_start(session: Session) -> bool:
+    """Whether a writing transaction holds every organisation's lock from its first statement
+    (SQLite's IMMEDIATE transaction: one writer at a time), so nothing another transaction writes
+    can come between what it read and its `lock_org`."""
+    return session.get_bind().dialect.name != "postgresql"
+
+
+def lock_org(session: Session, org_id: str) -> int | None:
+    """Serialise writes for one organisation until the transaction ends; the seq of its newest
+    audit event as the lock found it, where that is known (None: no head, or SQLite).
 
     The lock is the row of the organisation's audit head (server/audit/repository.py), the row
     that appending an event advances: one lock per organisation, so a transaction that appends and
@@ -209,11 +217,12 @@ def lock_org(session: Session, org_id: str) -> None:
     an event yet has no head: its own row is locked instead. On SQLite the IMMEDIATE transaction
     already holds the database's single write lock.
     """
-    bind = session.get_bind()
-    if bind.dialect.name != "postgresql":
-        return
+    if locked_from_the_start(session):
+        return None
     params = {"id": org_id}
-    head = session.execute(text("SELECT seq FROM audit_heads WHERE org_id = :id FOR UPDATE"), params)
-    if head.first() is None:
+    head = session.execute(text("SELECT seq FROM audit_heads WHERE org_id = :id FOR UPDATE"), params).first()
+    if head is None:
         # NO KEY: rows that refer to the organisation (its first event's head) may still be written.
         session.execute(text("SELECT id FROM organizations WHERE id = :id FOR NO KEY UPDATE"), params)
+        return None
+    return int(head[0])

@@ -23,7 +23,7 @@ from auth.principal import Principal
 from server.approvals import service as approvals
 from server.audit.service import head_seq, written_since
 from server.audit.service import record as audit
-from server.kit.db import lock_org
+from server.kit.db import lock_org, locked_from_the_start
 from server.kit.ids import new_id
 from server.kit.jsonutil import canonical
 from server.kit.money import format_usd, usd_to_atomic
@@ -155,25 +155,30 @@ class _Judged:
     standing: Standing
     context: Context
     decision: Decision
-    seen: int | None  # the organisation's newest event when the reading began
+    alone: bool  # nothing could be written before the lock (the lock was held from the start)
+    seen: int | None  # otherwise, the organisation's newest event when the reading began
 
 
 def _judged(session: Session, *, agent: Agent, facts: PurchaseFacts, now: datetime) -> _Judged:
-    seen = head_seq(session, agent.org_id)
+    alone = locked_from_the_start(session)
+    seen = None if alone else head_seq(session, agent.org_id)
     context = context_for(session, agent=agent, host=facts.host, pay_to=facts.selection.pay_to)
     judged = standing(session, agent=agent, now=now)
-    return _Judged(judged, context, judged.judge(facts.payment(), context), seen)
+    return _Judged(judged, context, judged.judge(facts.payment(), context), alone, seen)
 
 
 def _decided_under_lock(
-    session: Session, judged: _Judged, *, agent: Agent, facts: PurchaseFacts, now: datetime
+    session: Session, judged: _Judged, *, held: int | None, agent: Agent, facts: PurchaseFacts, now: datetime
 ) -> Decision:
     """The decision `judged` made without the lock, as it stands now that the lock is held.
 
     Every write that changes a decision's inputs appends an event in its own transaction, and
     the lock orders those events: nothing written since the reading began, the decision stands;
-    only payments (other reservations, outcomes), the same policy and rules judge the spend
-    summed again now, with the payee's novelty read again; anything else, decided afresh."""
+    only payments (other reservations, outcomes), a denial stands (it pays nothing, and was true
+    when read) and anything else is judged by the same policy and rules against the spend summed
+    again now; anything else written, decided afresh."""
+    if judged.alone or (held is not None and held == judged.seen):  # the lock found the same head
+        return judged.decision
     if judged.seen is None:  # the organisation's first event is still to come
         return decide(session, agent=agent, facts=facts, now=now)
     changed = written_since(session, agent.org_id, judged.seen, besides=_PAYMENT_EVENTS)
@@ -181,10 +186,14 @@ def _decided_under_lock(
         return judged.decision
     if changed == "other":
         return decide(session, agent=agent, facts=facts, now=now)
+    if judged.decision.outcome == "deny":
+        return judged.decision
     was = judged.standing
     usage = usage_for(session, agent=agent, policy=was.policy, rules=was.rules, now=now)
-    known = IntentRepository(session).pay_to_known(org_id=agent.org_id, pay_to=facts.selection.pay_to)
-    context = replace(judged.context, pay_to_known=known)
+    context = judged.context
+    if not context.pay_to_known:  # a payee once paid stays paid; one new may have been paid since
+        known = IntentRepository(session).pay_to_known(org_id=agent.org_id, pay_to=facts.selection.pay_to)
+        context = replace(context, pay_to_known=known)
     return evaluate(was.policy, was.ruleset, usage, facts.payment(), context)
 
 
@@ -300,7 +309,7 @@ def reserve(
     written meanwhile is read again (`_decided_under_lock`), so reservations of one organisation
     wait for each other's writes, never for each other's decisions."""
     judged = _judged(session, agent=agent, facts=facts, now=now)
-    lock_org(session, agent.org_id)
+    held = lock_org(session, agent.org_id)
     if disabled_now(session, agent):
         raise AgentDisabled()  # disabled since the call's token was checked: nothing is signed
     _refuse_retired_payer(session, agent, facts)
@@ -308,7 +317,7 @@ def reserve(
     existing = intents.find_by_key(principal, agent_id=agent.id, key=facts.idempotency_key)
     if existing is not None:
         return Reservation("existing", intent=existing)
-    decision = _decided_under_lock(session, judged, agent=agent, facts=facts, now=now)
+    decision = _decided_under_lock(session, judged, held=held, agent=agent, facts=facts, now=now)
     record = decision_record(decision, facts)
     base = {**record, "idempotencyKey": facts.idempotency_key, "origin": facts.origin}
     actor = principal.actor

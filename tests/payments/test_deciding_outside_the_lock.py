@@ -2,8 +2,9 @@
 only what was written meanwhile, on PostgreSQL (on SQLite a writing transaction holds the one
 write lock from its first statement, so nothing is written in between). Between the decision and
 the lock, another transaction commits: another reservation that fills the cap (the spend is
-summed again and the cap holds, with no policy read under the lock), a tighter policy (decided
-afresh), or nothing (the decision stands, and the lock covers only the writes)."""
+summed again and the cap holds, with no policy read under the lock; a denial stands without
+summing), a tighter policy or a disabled agent (decided afresh, refused), or nothing (the decision
+stands, and the lock covers only the writes)."""
 
 from __future__ import annotations
 
@@ -136,3 +137,18 @@ def test_an_agent_disabled_meanwhile_pays_nothing(pg: Database, monkeypatch: pyt
 
     with before_the_lock(monkeypatch, disable), pytest.raises(AgentDisabled):
         reserve_now(pg, setup.agent_id, facts("late", amount=CENT), NOW)
+
+
+def test_a_denial_read_before_the_lock_stands_without_summing_again(
+    pg: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    setup = _agent(pg, daily_cap="0.10")
+    assert reserve_now(pg, setup.agent_id, facts("first", amount=6 * CENT), NOW).kind == "authorized"
+
+    meanwhile = lambda: reserve_now(pg, setup.agent_id, facts("small", amount=CENT), NOW)  # noqa: E731
+    with before_the_lock(monkeypatch, meanwhile) as under:
+        late = reserve_now(pg, setup.agent_id, facts("late", amount=6 * CENT), NOW)
+
+    assert late.kind == "denied"
+    assert not _reads_policy(under)
+    assert not any("sum(" in statement.lower() for statement in under)
