@@ -10,38 +10,64 @@ from sqlalchemy import and_, func, text
 from sqlmodel import col, select
 
 from server.audit.hash_chain import GENESIS
+from server.kit.db import held_heads, locked_from_the_start
 from server.kit.repository import Reader, TenantRepository
 from server.models import AuditEvent, Organization
+
+_HEAD = text("SELECT seq, hash FROM audit_heads WHERE org_id = :org_id")
+_LOCKED_HEAD = text("SELECT seq, hash FROM audit_heads WHERE org_id = :org_id FOR UPDATE")
 
 
 class AuditRepository(TenantRepository[AuditEvent]):
     model = AuditEvent
     agent_column: ClassVar[str | None] = "agent_id"
 
-    def advance_head(self, org_id: str) -> tuple[int, str]:
-        """The next event's `seq` and the hash it chains to. The organisation's head row stays
-        locked until the transaction ends (it is the organisation's lock, server/kit/db.py):
-        events of one organisation append one at a time, in the order their transactions commit."""
-        advanced = self._advance(org_id)
-        if advanced is None:  # the organisation's first event since heads were kept
-            last = self.last_of_org(org_id)
-            self.session.execute(
-                text(
-                    "INSERT INTO audit_heads (org_id, seq, hash) VALUES (:org_id, :seq, :hash) "
-                    "ON CONFLICT (org_id) DO NOTHING"
-                ),
-                {"org_id": org_id, "seq": last.seq if last else 0, "hash": last.hash if last else GENESIS},
-            )
-            advanced = self._advance(org_id)
-        assert advanced is not None
-        return advanced
+    def head(self, org_id: str) -> tuple[int, str]:
+        """The organisation's newest event's `seq` and hash, its head row locked until the
+        transaction ends (it is the organisation's lock, server/kit/db.py): events of one
+        organisation append one at a time, in the order their transactions commit. A head this
+        transaction already holds is not read again."""
+        held = held_heads(self.session)
+        if org_id not in held:
+            found = self._locked_head(org_id)
+            if found is None:  # the organisation's first event since heads were kept
+                last = self.last_of_org(org_id)
+                self.session.execute(
+                    text(
+                        "INSERT INTO audit_heads (org_id, seq, hash) VALUES (:org_id, :seq, :hash) "
+                        "ON CONFLICT (org_id) DO NOTHING"
+                    ),
+                    {
+                        "org_id": org_id,
+                        "seq": last.seq if last else 0,
+                        "hash": last.hash if last else GENESIS,
+                    },
+                )
+                found = self._locked_head(org_id)
+            assert found is not None
+            held[org_id] = found
+        return held[org_id]
 
-    def _advance(self, org_id: str) -> tuple[int, str] | None:
-        row = self.session.execute(
-            text("UPDATE audit_heads SET seq = seq + 1 WHERE org_id = :org_id RETURNING seq, hash"),
-            {"org_id": org_id},
-        ).one_or_none()
+    def _locked_head(self, org_id: str) -> tuple[int, str] | None:
+        statement = _HEAD if locked_from_the_start(self.session) else _LOCKED_HEAD
+        row = self.session.execute(statement, {"org_id": org_id}).one_or_none()
         return None if row is None else (int(row[0]), str(row[1]))
+
+    def advance_head(self, org_id: str, *, seq: int, event_hash: str) -> bool:
+        """Move the head from `seq - 1` to the event appended; False, and nothing moved, when the
+        head was not where this transaction last saw it (a savepoint rolled back since)."""
+        moved = self.session.execute(
+            text(
+                "UPDATE audit_heads SET seq = :seq, hash = :hash WHERE org_id = :org_id AND seq = :previous"
+            ),
+            {"org_id": org_id, "seq": seq, "hash": event_hash, "previous": seq - 1},
+        )
+        held = held_heads(self.session)
+        if moved.rowcount != 1:  # type: ignore[attr-defined]
+            held.pop(org_id, None)
+            return False
+        held[org_id] = (seq, event_hash)
+        return True
 
     def head_seq(self, org_id: str) -> int | None:
         row = self.session.execute(
@@ -59,12 +85,6 @@ class AuditRepository(TenantRepository[AuditEvent]):
             {"org_id": org_id, "seq": seq, "prefix": besides.replace("%", "") + "%"},
         ).one()
         return (None if row[0] is None else int(row[0])), bool(row[1])
-
-    def set_head_hash(self, org_id: str, event_hash: str) -> None:
-        self.session.execute(
-            text("UPDATE audit_heads SET hash = :hash WHERE org_id = :org_id"),
-            {"org_id": org_id, "hash": event_hash},
-        )
 
     def last_of_org(self, org_id: str) -> AuditEvent | None:
         return self._first(

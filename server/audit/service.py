@@ -136,25 +136,25 @@ def record(
         data = {**data, "requestId": request_id}
     key = _key(session)
     events = AuditRepository(session)
-    # The head row orders the chain: locked from here to the commit, so a caller appends its
-    # events last and holds no organisation's lock across the work before them.
-    seq, prev_hash = events.advance_head(org_id)
-    event = AuditEvent(
-        id=new_id("event"),
-        org_id=org_id,
-        seq=seq,
-        type=type,
-        actor=actor,
-        agent_id=agent_id,
-        subject_id=subject_id,
-        data=data,
-        created_at=now,
-        prev_hash=prev_hash,
-        hash="",
-    )
-    event.hash = event_hash(event, key)
-    events.set_head_hash(org_id, event.hash)
-    return events.add(event)
+    for _ in range(2):  # a head moved under a rolled-back savepoint is read again, once
+        seq, prev_hash = events.head(org_id)
+        event = AuditEvent(
+            id=new_id("event"),
+            org_id=org_id,
+            seq=seq + 1,
+            type=type,
+            actor=actor,
+            agent_id=agent_id,
+            subject_id=subject_id,
+            data=data,
+            created_at=now,
+            prev_hash=prev_hash,
+            hash="",
+        )
+        event.hash = event_hash(event, key)
+        if events.advance_head(org_id, seq=event.seq, event_hash=event.hash):
+            return events.add(event)
+    raise RuntimeError(f"the audit head of {org_id} moved while this transaction held it")
 
 
 def head_seq(session: Session, org_id: str) -> int | None:

@@ -207,6 +207,22 @@ def locked_from_the_start(session: Session) -> bool:
     return session.get_bind().dialect.name != "postgresql"
 
 
+_HEADS_HELD = "paywarden.audit_heads_held"
+_LOCKED_HEAD = text("SELECT seq, hash FROM audit_heads WHERE org_id = :id FOR UPDATE")
+
+
+def held_heads(session: Session) -> dict[str, tuple[int, str]]:
+    """The audit heads the session's current transaction holds locked, as it last saw them
+    (organisation id: seq, hash); empty in each new transaction."""
+    transaction = session.get_transaction()
+    kept = session.info.get(_HEADS_HELD)
+    if kept is None or kept[0] is not transaction:
+        kept = (transaction, {})
+        session.info[_HEADS_HELD] = kept
+    heads: dict[str, tuple[int, str]] = kept[1]
+    return heads
+
+
 def lock_org(session: Session, org_id: str) -> int | None:
     """Serialise writes for one organisation until the transaction ends; the seq of its newest
     audit event as the lock found it, where that is known (None: no head, or SQLite).
@@ -220,9 +236,12 @@ def lock_org(session: Session, org_id: str) -> int | None:
     if locked_from_the_start(session):
         return None
     params = {"id": org_id}
-    head = session.execute(text("SELECT seq FROM audit_heads WHERE org_id = :id FOR UPDATE"), params).first()
+    head = session.execute(
+        text("SELECT seq, hash FROM audit_heads WHERE org_id = :id FOR UPDATE"), params
+    ).first()
     if head is None:
         # NO KEY: rows that refer to the organisation (its first event's head) may still be written.
         session.execute(text("SELECT id FROM organizations WHERE id = :id FOR NO KEY UPDATE"), params)
         return None
+    held_heads(session)[org_id] = (int(head[0]), str(head[1]))  # the next event appends without reading it
     return int(head[0])

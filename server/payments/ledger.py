@@ -21,7 +21,7 @@ from sqlmodel import Session
 
 from auth.principal import Principal
 from server.approvals import service as approvals
-from server.audit.service import head_seq, written_since
+from server.audit.service import Written, head_seq, written_since
 from server.audit.service import record as audit
 from server.kit.db import lock_org, locked_from_the_start
 from server.kit.ids import new_id
@@ -167,21 +167,37 @@ def _judged(session: Session, *, agent: Agent, facts: PurchaseFacts, now: dateti
     return _Judged(judged, context, judged.judge(facts.payment(), context), alone, seen)
 
 
-def _decided_under_lock(
-    session: Session, judged: _Judged, *, held: int | None, agent: Agent, facts: PurchaseFacts, now: datetime
-) -> Decision:
-    """The decision `judged` made without the lock, as it stands now that the lock is held.
+def _admitted(
+    session: Session, principal: Principal, *, agent: Agent, facts: PurchaseFacts
+) -> PaymentIntent | None:
+    """The intent already reserved under this purchase's key, if any; refused outright when the
+    agent was disabled or its wallet rotated away since the call's token and wallet were read."""
+    if disabled_now(session, agent):
+        raise AgentDisabled()  # disabled since the call's token was checked: nothing is signed
+    _refuse_retired_payer(session, agent, facts)
+    return IntentRepository(session).find_by_key(principal, agent_id=agent.id, key=facts.idempotency_key)
 
-    Every write that changes a decision's inputs appends an event in its own transaction, and
-    the lock orders those events: nothing written since the reading began, the decision stands;
-    only payments (other reservations, outcomes), a denial stands (it pays nothing, and was true
-    when read) and anything else is judged by the same policy and rules against the spend summed
-    again now; anything else written, decided afresh."""
+
+def _written_meanwhile(session: Session, judged: _Judged, *, held: int | None, org_id: str) -> Written:
+    """What the organisation's other transactions wrote between `judged`'s reading and the lock.
+
+    Every write that changes a decision's inputs (a policy, rule, team, member, wallet or agent)
+    appends an event in its own transaction, and the lock orders those events; payments append
+    `payment.` events."""
     if judged.alone or (held is not None and held == judged.seen):  # the lock found the same head
-        return judged.decision
-    if judged.seen is None:  # the organisation's first event is still to come
-        return decide(session, agent=agent, facts=facts, now=now)
-    changed = written_since(session, agent.org_id, judged.seen, besides=_PAYMENT_EVENTS)
+        return "nothing"
+    if judged.seen is None:  # the organisation's first event was still to come
+        return "other"
+    return written_since(session, org_id, judged.seen, besides=_PAYMENT_EVENTS)
+
+
+def _decided_under_lock(
+    session: Session, judged: _Judged, changed: Written, *, agent: Agent, facts: PurchaseFacts, now: datetime
+) -> Decision:
+    """The decision `judged` made without the lock, as it stands now that the lock is held: with
+    nothing written meanwhile, as it was; with only payments (other reservations, outcomes), a
+    denial stands (it pays nothing, and was true when read) and anything else is judged by the
+    same policy and rules against the spend summed again now; with anything else, decided afresh."""
     if changed == "nothing":
         return judged.decision
     if changed == "other":
@@ -305,19 +321,25 @@ def reserve(
     `signed`, a draft its wallet already signed: allowed, that intent is recorded `submitted` (its
     signature leaves once this commits), with both audit events; otherwise it is discarded.
 
-    The reading and deciding happen before the organisation's lock; under it, only what was
-    written meanwhile is read again (`_decided_under_lock`), so reservations of one organisation
-    wait for each other's writes, never for each other's decisions."""
+    The reading, checking and deciding happen before the organisation's lock; under it, only what
+    was written meanwhile is read again (`_written_meanwhile`, `_decided_under_lock`), so
+    reservations of one organisation wait for each other's writes, never for their decisions."""
     judged = _judged(session, agent=agent, facts=facts, now=now)
-    held = lock_org(session, agent.org_id)
-    if disabled_now(session, agent):
-        raise AgentDisabled()  # disabled since the call's token was checked: nothing is signed
-    _refuse_retired_payer(session, agent, facts)
     intents = IntentRepository(session)
-    existing = intents.find_by_key(principal, agent_id=agent.id, key=facts.idempotency_key)
+    existing = _admitted(session, principal, agent=agent, facts=facts)
     if existing is not None:
         return Reservation("existing", intent=existing)
-    decision = _decided_under_lock(session, judged, held=held, agent=agent, facts=facts, now=now)
+    held = lock_org(session, agent.org_id)
+    changed = _written_meanwhile(session, judged, held=held, org_id=agent.org_id)
+    if changed != "nothing":  # what was checked before the lock is checked again
+        existing = (
+            _admitted(session, principal, agent=agent, facts=facts)
+            if changed == "other"
+            else intents.find_by_key(principal, agent_id=agent.id, key=facts.idempotency_key)
+        )
+        if existing is not None:
+            return Reservation("existing", intent=existing)
+    decision = _decided_under_lock(session, judged, changed, agent=agent, facts=facts, now=now)
     record = decision_record(decision, facts)
     base = {**record, "idempotencyKey": facts.idempotency_key, "origin": facts.origin}
     actor = principal.actor

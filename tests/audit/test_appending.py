@@ -141,3 +141,24 @@ def test_an_organisation_with_events_but_no_head_gets_one_from_its_newest_event(
 
     with db.read() as session:
         assert first_broken_link(session, org_id) is None
+
+
+def test_an_event_rolled_back_with_its_savepoint_leaves_the_next_one_in_its_place(db: Database) -> None:
+    # A transaction remembers the head it holds, so its next event reads nothing; an event undone
+    # with its savepoint takes the head back with it, and the next event finds where it stands.
+    org_id = _org(db)
+    with db.write() as session:
+        lock_org(session, org_id)
+        record(session, org_id=org_id, type="test.kept", actor="t", data={}, now=SystemClock().now())
+        savepoint = session.begin_nested()
+        record(session, org_id=org_id, type="test.undone", actor="t", data={}, now=SystemClock().now())
+        savepoint.rollback()
+        after = record(session, org_id=org_id, type="test.after", actor="t", data={}, now=SystemClock().now())
+
+    assert after.seq == 3
+    with db.read() as session:
+        assert [event.type for event in chain(session, org_id)] == ["org.created", "test.kept", "test.after"]
+        assert first_broken_link(session, org_id) is None
+        head = session.get(AuditHead, org_id)
+    assert head is not None
+    assert (head.seq, head.hash) == (3, after.hash)

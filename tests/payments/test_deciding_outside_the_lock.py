@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from sqlalchemy import event
 
+from server.kit import db as kit_db
 from server.kit.db import Database
 from server.payments import ledger
 from server.policy.service import PolicyChanges
@@ -48,7 +49,7 @@ def _agent(db: Database, *, daily_cap: str) -> AgentSetup:
 def before_the_lock(monkeypatch: pytest.MonkeyPatch, meanwhile: Callable[[], object]) -> Iterator[list[str]]:
     """Run `meanwhile` (in a transaction of its own, committed) once the reservation has decided
     and before it takes its organisation's lock; yield the statements run under that lock."""
-    real = ledger.lock_org
+    real = kit_db.lock_org
     under_lock: list[str] = []
     engines: list[Any] = []
     first = threading.Lock()
