@@ -20,6 +20,7 @@ MODULES = (
     "test_cap_race",
     "test_large_ledger",
     "test_sessions",
+    "test_read_drivers",
 )
 
 
