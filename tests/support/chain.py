@@ -74,6 +74,15 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def held_port(host: str = "127.0.0.1") -> socket.socket:
+    """A socket bound to a free port of `host` and kept open, for an in-process server to listen
+    on: unlike free_port()'s, nothing else can bind the port before the server listens."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, 0))
+    return sock
+
+
 def terminate_with_parent() -> None:
     """In a child between fork and exec: ask Linux to send it SIGTERM when its parent dies."""
     if sys.platform != "linux":

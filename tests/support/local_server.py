@@ -14,7 +14,7 @@ from contextlib import contextmanager
 import uvicorn
 from starlette.types import ASGIApp
 
-from tests.support.chain import free_port
+from tests.support.chain import held_port
 
 START_TIMEOUT_S = 15.0
 
@@ -22,9 +22,10 @@ START_TIMEOUT_S = 15.0
 @contextmanager
 def serve_asgi(app: ASGIApp, *, host: str = "127.0.0.1") -> Iterator[int]:
     """Run `app` until the block ends; yields the port. Browsers reach it as http://localhost:PORT."""
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, name=f"asgi-{port}", daemon=True)
+    sock = held_port(host)
+    port = int(sock.getsockname()[1])
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=f"asgi-{port}", daemon=True)
     thread.start()
     deadline = time.monotonic() + START_TIMEOUT_S
     while not server.started:

@@ -8,6 +8,7 @@ the same app `paywarden serve` runs, over real HTTP. Tests that need several pro
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -26,7 +27,7 @@ from server.kit.crypto import MasterKey
 from server.sellers.client import SellerClient
 from server.services import Services, build_services
 from server.settings import Settings, load_settings
-from tests.support.chain import free_port
+from tests.support.chain import held_port
 
 TEST_MASTER_KEY = MasterKey(b"\x07" * 32).encode()
 TEST_APPROVAL_POLL_MS = "100"
@@ -71,8 +72,15 @@ def chain_environ(
 
 class RunningServer:
     def __init__(
-        self, settings: Settings, *, port: int, clock: Clock | None = None, services: Services | None = None
+        self,
+        settings: Settings,
+        *,
+        port: int,
+        clock: Clock | None = None,
+        services: Services | None = None,
+        sock: socket.socket | None = None,
     ) -> None:
+        """`sock`: a socket already bound to `port` (held_port()) for the server to listen on."""
         self.settings = settings
         self.port = port
         self.services = services or build_services(settings, clock=clock)
@@ -84,7 +92,10 @@ class RunningServer:
             lifespan="on",
         )
         self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, name=f"paywarden-{port}", daemon=True)
+        sockets = [sock] if sock is not None else None
+        self._thread = threading.Thread(
+            target=lambda: self._server.run(sockets=sockets), name=f"paywarden-{port}", daemon=True
+        )
 
     @property
     def mcp_url(self) -> str:
@@ -133,10 +144,11 @@ def serve(
 ) -> RunningServer:
     """A server for `database_url`. `document_http` replaces the client that fetches client
     metadata documents (one that trusts a test certificate authority, say)."""
-    port = free_port()
+    sock = held_port()
+    port = int(sock.getsockname()[1])
     settings = settings_for(database_url=database_url, port=port, extra=extra, public_host=public_host)
     services = build_services(settings, clock=clock, document_http=document_http)
-    return RunningServer(settings, port=port, clock=clock, services=services)
+    return RunningServer(settings, port=port, clock=clock, services=services, sock=sock)
 
 
 @asynccontextmanager

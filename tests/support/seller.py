@@ -9,7 +9,6 @@ on a socket bound before start-up, so the port is known and cannot be lost to a 
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections import Counter
@@ -25,6 +24,7 @@ from x402.http.types import PaymentOption, RouteConfig
 from x402.mechanisms.evm import FacilitatorWeb3Signer
 from x402.mechanisms.evm.exact import register_exact_evm_facilitator, register_exact_evm_server
 
+from tests.support.chain import held_port
 from tests.support.payment_identifiers import ConflictLayer, IdentifierLedger, declared
 
 DEFAULT_NETWORK = "eip155:84532"
@@ -251,9 +251,7 @@ def start_seller(
     )
     counter = PaymentSignatureCounter(app if identifiers is None else ConflictLayer(app, identifiers))
 
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock = held_port()
     port = int(sock.getsockname()[1])
     config = uvicorn.Config(
         counter,
