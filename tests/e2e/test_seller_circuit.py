@@ -43,7 +43,9 @@ def paywarden(
 ) -> Iterator[RunningServer]:
     extra = {
         **chain_environ(rpc_url=anvil.rpc_url, token_address=test_usdc.address),
-        "PAYWARDEN_FETCH_TIMEOUT_MS": "3000",
+        # A first answer slower than this is `seller_timeout` before anything is signed: under a
+        # loaded CI machine the hostile seller's 402 took more than 3 s.
+        "PAYWARDEN_FETCH_TIMEOUT_MS": "15000",
     }
     pin_payee(module_sqlite_db, url=hostile_seller.url("/"), pay_to=hostile_seller.pay_to)
     with serve(module_sqlite_db.url, extra=extra) as server:
