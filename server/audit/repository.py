@@ -10,12 +10,9 @@ from sqlalchemy import and_, func, text
 from sqlmodel import col, select
 
 from server.audit.hash_chain import GENESIS
-from server.kit.db import held_heads, locked_from_the_start
+from server.kit.db import held_heads, locked_head
 from server.kit.repository import Reader, TenantRepository
 from server.models import AuditEvent, Organization
-
-_HEAD = text("SELECT seq, hash FROM audit_heads WHERE org_id = :org_id")
-_LOCKED_HEAD = text("SELECT seq, hash FROM audit_heads WHERE org_id = :org_id FOR UPDATE")
 
 
 class AuditRepository(TenantRepository[AuditEvent]):
@@ -29,7 +26,7 @@ class AuditRepository(TenantRepository[AuditEvent]):
         transaction already holds is not read again."""
         held = held_heads(self.session)
         if org_id not in held:
-            found = self._locked_head(org_id)
+            found = locked_head(self.session, org_id)
             if found is None:  # the organisation's first event since heads were kept
                 last = self.last_of_org(org_id)
                 self.session.execute(
@@ -43,15 +40,10 @@ class AuditRepository(TenantRepository[AuditEvent]):
                         "hash": last.hash if last else GENESIS,
                     },
                 )
-                found = self._locked_head(org_id)
+                found = locked_head(self.session, org_id)
             assert found is not None
             held[org_id] = found
         return held[org_id]
-
-    def _locked_head(self, org_id: str) -> tuple[int, str] | None:
-        statement = _HEAD if locked_from_the_start(self.session) else _LOCKED_HEAD
-        row = self.session.execute(statement, {"org_id": org_id}).one_or_none()
-        return None if row is None else (int(row[0]), str(row[1]))
 
     def advance_head(self, org_id: str, *, seq: int, event_hash: str) -> bool:
         """Move the head from `seq - 1` to the event appended; False, and nothing moved, when the

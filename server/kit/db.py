@@ -208,7 +208,16 @@ def locked_from_the_start(session: Session) -> bool:
 
 
 _HEADS_HELD = "paywarden.audit_heads_held"
-_LOCKED_HEAD = text("SELECT seq, hash FROM audit_heads WHERE org_id = :id FOR UPDATE")
+_HEAD = text("SELECT seq, hash FROM audit_heads WHERE org_id = :org_id")
+_LOCKED_HEAD = text("SELECT seq, hash FROM audit_heads WHERE org_id = :org_id FOR UPDATE")
+
+
+def locked_head(session: Session, org_id: str) -> tuple[int, str] | None:
+    """The organisation's audit head (seq, hash), its row locked until the transaction ends (on
+    SQLite the IMMEDIATE transaction already holds the lock); None when it has no head yet."""
+    statement = _HEAD if locked_from_the_start(session) else _LOCKED_HEAD
+    row = session.execute(statement, {"org_id": org_id}).first()
+    return None if row is None else (int(row[0]), str(row[1]))
 
 
 def held_heads(session: Session) -> dict[str, tuple[int, str]]:
@@ -235,13 +244,10 @@ def lock_org(session: Session, org_id: str) -> int | None:
     """
     if locked_from_the_start(session):
         return None
-    params = {"id": org_id}
-    head = session.execute(
-        text("SELECT seq, hash FROM audit_heads WHERE org_id = :id FOR UPDATE"), params
-    ).first()
+    head = locked_head(session, org_id)
     if head is None:
         # NO KEY: rows that refer to the organisation (its first event's head) may still be written.
-        session.execute(text("SELECT id FROM organizations WHERE id = :id FOR NO KEY UPDATE"), params)
+        session.execute(text("SELECT id FROM organizations WHERE id = :id FOR NO KEY UPDATE"), {"id": org_id})
         return None
-    held_heads(session)[org_id] = (int(head[0]), str(head[1]))  # the next event appends without reading it
-    return int(head[0])
+    held_heads(session)[org_id] = head  # the next event appends without reading it
+    return head[0]
